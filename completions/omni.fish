@@ -1,0 +1,1 @@
+complete --command omni --no-files --arguments "(env _OMNI_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) omni)" --condition "env _OMNI_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) omni"

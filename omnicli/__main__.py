@@ -1,0 +1,3 @@
+from omnicli.cli.main import main
+
+main()

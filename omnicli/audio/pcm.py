@@ -1,0 +1,25 @@
+"""PCM16 <-> float32 conversion and resampling: the sample-level helpers every layer shares."""
+
+import numpy as np
+
+
+def float_to_pcm16(samples: np.ndarray) -> bytes:
+    clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
+    return (clipped * 32767.0).round().astype("<i2").tobytes()
+
+
+def pcm16_to_float(data: bytes) -> np.ndarray:
+    if len(data) % 2:
+        raise ValueError("PCM16 data must hold whole 2-byte samples")
+    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
+    """Resample a whole clip (soxr, high quality). Streams use `soxr.ResampleStream` instead."""
+    if from_rate == to_rate or len(samples) == 0:
+        return np.asarray(samples, dtype=np.float32)
+    import soxr
+
+    return soxr.resample(np.asarray(samples, dtype=np.float32), from_rate, to_rate).astype(
+        np.float32
+    )

@@ -1,0 +1,111 @@
+"""Play float32 chunks on an output device while they are still being made.
+
+A PortAudio callback pulls from a small jitter buffer; chunks are resampled from the engine's
+24 kHz to the device's own rate with one streaming resampler, so joins between chunks are
+seamless. The stream starts once ~100 ms are buffered, and ends after the last sample is out.
+"""
+
+import asyncio
+import threading
+from collections import deque
+
+import numpy as np
+
+from omnicli.audio.resampler import StreamResampler
+from omnicli.engine.base import SPEECH_RATE
+from omnicli.errors import AudioDeviceError
+
+_PREBUFFER_SECONDS = 0.1
+_TAIL_PADDING_SECONDS = 0.1  # devices drop the last few ms of a stream; pad so speech is not cut
+
+
+def _sounddevice():
+    try:
+        import sounddevice
+    except OSError as exc:  # PortAudio library missing
+        raise AudioDeviceError(f"cannot load PortAudio for playback: {exc}") from exc
+    return sounddevice
+
+
+class Player:
+    def __init__(self, device: str | int | None = None, rate: int = SPEECH_RATE) -> None:
+        sd = _sounddevice()
+        try:
+            info = sd.query_devices(device, "output")
+        except (sd.PortAudioError, ValueError) as exc:
+            which = "no audio output device is available" if device is None else f"no output device {device!r}"
+            raise AudioDeviceError(f"{which} ({exc}); is a sound server running?") from exc
+        try:
+            self.device_rate = int(info["default_samplerate"])
+            sd.check_output_settings(device, samplerate=self.device_rate, channels=1, dtype="float32")
+            self._stream = sd.OutputStream(
+                samplerate=self.device_rate,
+                channels=1,
+                dtype="float32",
+                device=device,
+                callback=self._callback,
+            )
+        except (sd.PortAudioError, ValueError) as exc:
+            name = info.get("name", device or "default")
+            raise AudioDeviceError(f"cannot open the output device {name!r}: {exc}") from exc
+        self._resampler = StreamResampler(rate, self.device_rate)
+        self._queue: deque[np.ndarray] = deque()
+        self._lock = threading.Lock()
+        self._buffered = 0
+        self._closing = False
+        self._started = False
+        self.played_frames = 0
+        self._done = threading.Event()
+
+    def write(self, samples: np.ndarray) -> None:
+        self._push(self._resampler.process(samples))
+
+    def _push(self, samples: np.ndarray) -> None:
+        if len(samples):
+            with self._lock:
+                self._queue.append(np.asarray(samples, dtype=np.float32))
+                self._buffered += len(samples)
+        if not self._started and (self._closing or self._buffered >= _PREBUFFER_SECONDS * self.device_rate):
+            self._started = True
+            self._stream.start()
+
+    def _callback(self, outdata, frames, time, status) -> None:
+        out = outdata[:, 0]
+        filled = 0
+        with self._lock:
+            while filled < frames and self._queue:
+                head = self._queue[0]
+                take = min(frames - filled, len(head))
+                out[filled : filled + take] = head[:take]
+                filled += take
+                if take == len(head):
+                    self._queue.popleft()
+                else:
+                    self._queue[0] = head[take:]
+            self._buffered -= filled
+            self.played_frames += filled
+            finished = self._closing and not self._queue
+        out[filled:] = 0.0
+        if finished:
+            self._done.set()
+            raise _sounddevice().CallbackStop
+
+    async def finish(self) -> None:
+        """Play what is buffered to the end, then close the device."""
+        self._push(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
+        self._push(np.zeros(int(_TAIL_PADDING_SECONDS * self.device_rate), dtype=np.float32))
+        self._closing = True
+        self._push(np.zeros(0, dtype=np.float32))
+        # Bounded wait: a device that stops calling back must not hang the command.
+        limit = self._buffered / self.device_rate + 5.0
+        if not await asyncio.to_thread(self._done.wait, limit):
+            self.close()
+            raise AudioDeviceError("the output device stopped playing before the end")
+        await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        """Stop at once (Ctrl-C, error) or after `finish`."""
+        try:
+            self._stream.stop()
+        finally:
+            self._stream.close()

@@ -1,0 +1,20 @@
+"""Chunk-by-chunk resampling for streams whose pieces arrive at arbitrary boundaries."""
+
+import numpy as np
+
+
+class StreamResampler:
+    """soxr's streaming resampler, or a pass-through when the rates already match."""
+
+    def __init__(self, from_rate: int, to_rate: int) -> None:
+        self._stream = None
+        if from_rate != to_rate:
+            import soxr
+
+            self._stream = soxr.ResampleStream(from_rate, to_rate, 1, dtype="float32")
+
+    def process(self, samples: np.ndarray, last: bool = False) -> np.ndarray:
+        samples = np.asarray(samples, dtype=np.float32)
+        if self._stream is None:
+            return samples
+        return self._stream.resample_chunk(samples, last=last)

@@ -1,0 +1,14 @@
+"""Pick the engine a command drives: the in-process one, or a server."""
+
+from omnicli.config import Connection
+from omnicli.engine.base import Engine
+
+
+def open_engine(connection: Connection, *, stream: str | None = None) -> Engine:
+    if connection.server:
+        from omnicli.client.remote import RemoteEngine
+
+        return RemoteEngine(connection.server, connection.api_key, stream=stream)
+    from omnicli.engine.embedded import EmbeddedEngine
+
+    return EmbeddedEngine()

@@ -1,0 +1,153 @@
+"""`omni speak`: text to speech, to a file, stdout or the speaker."""
+
+import base64
+import mimetypes
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from omnicli.cli.console import note, stderr
+from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption
+from omnicli.errors import UsageError
+
+_PROGRESS_MIN_SENTENCES = 4
+
+
+def speak(
+    text: Annotated[
+        list[str] | None, typer.Argument(help="Text to speak; '-' or piped input reads stdin.", show_default=False)
+    ] = None,
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Read the text from a file ('-' for stdin).", show_default=False)
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o",
+            help="Write audio here ('-' for stdout). Default: play on a terminal, stdout when piped.",
+            show_default=False,
+        ),
+    ] = None,
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="wav, mp3, flac, opus or pcm (PCM16 mono); default: from -o's suffix, else wav.", show_default=False),
+    ] = None,
+    voice: Annotated[str | None, typer.Option("--voice", help="Voice name (or a Piper .onnx path in process).", show_default=False)] = None,
+    list_voices: Annotated[bool, typer.Option("--list-voices", help="List the voices and exit.")] = False,
+    speed: Annotated[float, typer.Option("--speed", min=0.25, max=4.0, help="Tempo, 0.25 to 4.0; pitch stays.")] = 1.0,
+    instructions: Annotated[str | None, typer.Option("--instructions", help="Style instructions, for models that take them.", show_default=False)] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Language of the text, for models that take it.", show_default=False)] = None,
+    ref_audio: Annotated[str | None, typer.Option("--ref-audio", help="Reference clip to clone a voice from (server models that can).", show_default=False)] = None,
+    ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref-audio.", show_default=False)] = None,
+    model: ModelOption = None,
+    sample_rate: Annotated[int, typer.Option("--sample-rate", help="Sample rate of the written audio.")] = 24000,
+    play: Annotated[bool, typer.Option("--play", help="Play through the default output device as it is made.")] = False,
+    stream: Annotated[bool, typer.Option("--stream", help="Use the server's streaming response.")] = False,
+    stream_format: Annotated[
+        str, typer.Option("--stream-format", help="Streaming kind: 'sse' (speech.audio.delta events) or 'audio' (raw bytes).")
+    ] = "sse",
+    server: ServerOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Speak text: omni speak "Hello" -o hello.mp3"""
+    import asyncio
+
+    from omnicli.audio.formats import check_rate, choose_format
+    from omnicli.config import resolve_connection
+    from omnicli.engine.base import SpeechRequest
+
+    connection = resolve_connection(server, api_key)
+    if list_voices:
+        asyncio.run(_print_voices(connection))
+        return
+    if stream_format not in ("sse", "audio"):
+        raise UsageError(f"--stream-format must be 'sse' or 'audio', got {stream_format!r}")
+    if output is None and not play and not sys.stdout.isatty():
+        output = "-"
+    fmt = choose_format(format, output)
+    check_rate(fmt, sample_rate)
+    if ref_text and not ref_audio:
+        raise UsageError("--ref-text needs --ref-audio")
+    request = SpeechRequest(
+        text=_read_text(text, file),
+        voice=voice,
+        speed=speed,
+        instructions=instructions,
+        language=language,
+        model=model,
+        ref_audio=_data_uri(ref_audio) if ref_audio else None,
+        ref_text=ref_text,
+    )
+    play = play or output is None
+    from omnicli.cli.engines import open_engine
+    from omnicli.audio.sink import SpeechOutput
+
+    sink = SpeechOutput(output=output, fmt=fmt, rate=sample_rate, play=play)
+    engine = open_engine(connection, stream=stream_format if stream else None)
+    seconds = asyncio.run(_synthesize(engine, request, sink))
+    if output not in (None, "-"):
+        note(f"wrote {output} ({seconds:.1f} s, {fmt.value}, {sample_rate} Hz)")
+
+
+async def _synthesize(engine, request, sink) -> float:
+    from omnicli.engine.sentences import split_sentences
+
+    progress = None
+    if sys.stderr.isatty() and len(split_sentences(request.text)) >= _PROGRESS_MIN_SENTENCES:
+        from rich.progress import Progress
+
+        progress = Progress(console=stderr(), transient=True)
+    try:
+        await sink.open()
+        if progress is None:
+            async for chunk in engine.speech(request):
+                await sink.write(chunk)
+        else:
+            with progress:
+                task = progress.add_task("speaking", total=len(request.text))
+                async for chunk in engine.speech(request):
+                    await sink.write(chunk)
+                    progress.advance(task, len(chunk.text or ""))
+        return await sink.finish()
+    finally:
+        sink.abort()
+        await engine.aclose()
+
+
+async def _print_voices(connection) -> None:
+    from omnicli.cli.engines import open_engine
+
+    engine = open_engine(connection)
+    try:
+        for voice in await engine.voices():
+            print(f"{voice.name}\t{voice.description}".rstrip())
+    finally:
+        await engine.aclose()
+
+
+def _read_text(words: list[str] | None, file: str | None) -> str:
+    if words and file:
+        raise UsageError("give the text as arguments or with --file, not both")
+    if file == "-" or words == ["-"] or (not words and not file and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+    elif file:
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from exc
+    else:
+        text = " ".join(words or [])
+    if not text.strip():
+        raise UsageError("no text to speak (give it as arguments, with --file, or on stdin)")
+    return text.strip()
+
+
+def _data_uri(path: str) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read --ref-audio {path}: {exc.strerror or exc}") from exc
+    mime = mimetypes.guess_type(path)[0] or "audio/wav"
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"

@@ -1,0 +1,56 @@
+"""The one boundary where httpx errors become omni's ServerError, with the server's own words."""
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+
+from omnicli.errors import ServerError
+
+
+def server_message(status: int, body: bytes) -> str:
+    """The human part of an error body: OpenAI's error.message, FastAPI's detail, or the text."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return text[:300] or f"HTTP {status}"
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        detail = payload.get("detail") or payload.get("message")
+        if isinstance(detail, list):
+            return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+        if detail:
+            return str(detail)
+    return text[:300]
+
+
+@contextlib.asynccontextmanager
+async def translated_errors(url: str) -> AsyncIterator[None]:
+    try:
+        yield
+    except httpx.ConnectError as exc:
+        raise ServerError(f"cannot reach the server at {url}: {_reason(exc)}") from exc
+    except httpx.TimeoutException as exc:
+        raise ServerError(f"the server at {url} did not answer in time") from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        raise ServerError(f"the connection to {url} broke off: {_reason(exc)}") from exc
+    except httpx.HTTPError as exc:
+        raise ServerError(f"request to {url} failed: {_reason(exc)}") from exc
+
+
+async def raise_for_status(response: httpx.Response) -> None:
+    if response.status_code >= 400:
+        body = await response.aread()
+        raise ServerError(
+            f"server answered {response.status_code}: {server_message(response.status_code, body)}"
+        )
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__

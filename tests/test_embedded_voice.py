@@ -1,0 +1,72 @@
+"""The embedded Piper voice really speaks: what it says transcribes back to the text."""
+
+import asyncio
+import statistics
+
+import numpy as np
+
+from omnicli.engine.base import SPEECH_RATE, SpeechRequest
+from omnicli.engine.embedded import EmbeddedEngine
+from omnicli.engine.sentences import split_sentences
+
+
+def synthesize(text: str, **options) -> np.ndarray:
+    async def run():
+        engine = EmbeddedEngine()
+        chunks = [chunk async for chunk in engine.speech(SpeechRequest(text=text, **options))]
+        return chunks
+
+    chunks = asyncio.run(run())
+    assert all(chunk.rate == SPEECH_RATE for chunk in chunks)
+    return np.concatenate([chunk.samples for chunk in chunks])
+
+
+def test_dev_sentences_are_intelligible(sentences, judge):
+    errors = [judge.wer_of(text, synthesize(text), SPEECH_RATE) for text in sentences]
+    assert statistics.mean(errors) < 0.1, errors
+    assert max(errors) < 0.4, errors
+
+
+def test_one_chunk_per_sentence_in_order():
+    text = "The first sentence is short. The second one is a little longer! Is this the third?"
+
+    async def run():
+        return [chunk async for chunk in EmbeddedEngine().speech(SpeechRequest(text=text))]
+
+    chunks = asyncio.run(run())
+    assert [chunk.text for chunk in chunks] == split_sentences(text)
+    assert len(chunks) == 3
+    assert all(chunk.seconds > 0.5 for chunk in chunks)
+
+
+def test_speed_changes_tempo_not_pitch():
+    text = "She sells sea shells by the sea shore every summer morning."
+    normal, fast = synthesize(text), synthesize(text, speed=2.0)
+    assert 0.4 < len(fast) / len(normal) < 0.65
+    assert abs(_pitch(fast) - _pitch(normal)) / _pitch(normal) < 0.15
+
+
+def _pitch(samples: np.ndarray) -> float:
+    """Median fundamental frequency (Hz) of voiced 40 ms frames, by autocorrelation."""
+    frame = int(0.04 * SPEECH_RATE)
+    lags = np.arange(SPEECH_RATE // 300, SPEECH_RATE // 70)
+    estimates = []
+    for start in range(0, len(samples) - frame, frame):
+        piece = samples[start : start + frame]
+        if np.sqrt(np.mean(piece**2)) < 0.05:
+            continue
+        piece = piece - piece.mean()
+        corr = np.correlate(piece, piece, "full")[frame - 1 :]
+        lag = lags[np.argmax(corr[lags])]
+        if corr[lag] > 0.3 * corr[0]:
+            estimates.append(SPEECH_RATE / lag)
+    return float(np.median(estimates))
+
+
+def test_sentence_splitting():
+    assert split_sentences("Hi there. How are you?\n\nFine!") == ["Hi there.", "How are you?", "Fine!"]
+    assert split_sentences("  \n ") == []
+    long = ", ".join(["a clause that goes on"] * 40) + "."
+    pieces = split_sentences(long)
+    assert len(pieces) > 1 and all(len(p) <= 400 for p in pieces)
+    assert " ".join(pieces).replace(" ", "") == long.replace(" ", "")
