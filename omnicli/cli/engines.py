@@ -12,3 +12,15 @@ def open_engine(connection: Connection, *, stream: str | None = None) -> Engine:
     from omnicli.engine.embedded import EmbeddedEngine
 
     return EmbeddedEngine()
+
+
+def open_chat_engine(
+    connection: Connection, *, stream: bool, llm: str | None, asr_model: str | None
+) -> Engine:
+    if connection.server:
+        from omnicli.client.remote import RemoteEngine
+
+        return RemoteEngine(connection.server, connection.api_key, chat_stream=stream)
+    from omnicli.engine.embedded import EmbeddedEngine
+
+    return EmbeddedEngine(llm=llm, asr_model=asr_model)

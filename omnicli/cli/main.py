@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from omnicli import __version__
-from omnicli.cli import serve, speak
+from omnicli.cli import chat, serve, speak
 
 app = typer.Typer(
     name="omni",
@@ -23,6 +23,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: rich's renderer costs ~0.1 s of start-up
 )
 app.command(name="speak")(speak.speak)
+app.command(name="chat")(chat.chat)
 app.command(name="serve")(serve.serve)
 
 

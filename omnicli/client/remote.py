@@ -14,7 +14,18 @@ from omnicli.audio.formats import decode
 from omnicli.audio.resampler import StreamResampler
 from omnicli.audio.wavstream import WavStreamDecoder
 from omnicli.client.http import raise_for_status, translated_errors
-from omnicli.engine.base import SPEECH_RATE, AudioChunk, SpeechRequest, Voice
+from omnicli.client import chat_wire
+from omnicli.engine.base import (
+    SPEECH_RATE,
+    AudioChunk,
+    AudioDelta,
+    ChatDelta,
+    ChatDone,
+    ChatRequest,
+    SpeechRequest,
+    TextDelta,
+    Voice,
+)
 from omnicli.errors import ServerError
 from omnicli.protocol.speech import SpeechBody
 
@@ -30,11 +41,14 @@ class RemoteEngine:
         api_key: str | None = None,
         *,
         stream: str | None = None,
+        chat_stream: bool = True,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        """`stream` is None (one response), "sse" (speech.audio.delta events) or "audio" (raw)."""
+        """Speech `stream`: None (one response), "sse" (speech.audio.delta events) or "audio"
+        (raw bytes). Chat streams over SSE unless `chat_stream` is False."""
         self.base_url = base_url
         self.stream = stream
+        self.chat_stream = chat_stream
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
             base_url=base_url, headers=headers, timeout=_TIMEOUT, transport=transport
@@ -106,6 +120,69 @@ class RemoteEngine:
             if len(tail):
                 yield AudioChunk(tail, SPEECH_RATE)
 
+    async def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        """Chat completions over SSE, or one whole answer when `chat_stream` is False."""
+        async with translated_errors(self.base_url):
+            model = req.model or await self._default_model()
+            body = chat_wire.request_json(req, model, stream=self.chat_stream)
+            if self.chat_stream:
+                pieces = self._chat_streamed(body)
+            else:
+                pieces = self._chat_whole(body)
+            text, usage, reason = [], {}, None
+            async for piece in pieces:
+                if piece.text:
+                    text.append(piece.text)
+                    yield TextDelta(piece.text)
+                if piece.audio is not None:
+                    samples, rate = piece.audio
+                    chunk = StreamResampler(rate, SPEECH_RATE).process(samples, last=True)
+                    yield AudioDelta(AudioChunk(chunk, SPEECH_RATE))
+                usage = piece.usage or usage
+                reason = piece.finish_reason or reason
+        yield ChatDone(text="".join(text), finish_reason=reason or "stop", usage=usage)
+
+    async def _chat_whole(self, body: dict):
+        response = await self._client.post("/v1/chat/completions", json=body)
+        await raise_for_status(response)
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise ServerError("the server's chat answer is not JSON") from exc
+        for piece in _read(chat_wire.read_response, payload):
+            yield piece
+
+    async def _chat_streamed(self, body: dict):
+        from httpx_sse import EventSource
+
+        async with self._client.stream("POST", "/v1/chat/completions", json=body) as response:
+            await raise_for_status(response)
+            async for event in EventSource(response).aiter_sse():
+                if event.data.strip() == "[DONE]":
+                    return
+                try:
+                    chunk = json.loads(event.data)
+                except ValueError as exc:
+                    raise ServerError(f"the server sent an event that is not JSON: {event.data[:80]!r}") from exc
+                if "error" in chunk:
+                    error = chunk["error"]
+                    raise ServerError(f"the server reported an error mid-stream: {error.get('message', error) if isinstance(error, dict) else error}")
+                for piece in _read(chat_wire.read_chunk, chunk):
+                    yield piece
+        raise ServerError("the server's chat stream ended before [DONE]")
+
+    async def _default_model(self) -> str:
+        """The server's first model: omni serve and vLLM-Omni serve one; OpenAI needs --model."""
+        response = await self._client.get("/v1/models")
+        if response.status_code < 400:
+            try:
+                models = response.json().get("data") or []
+            except ValueError:
+                models = []
+            if models and models[0].get("id"):
+                return models[0]["id"]
+        raise ServerError(f"the server at {self.base_url} lists no model; name one with --model")
+
     async def voices(self) -> list[Voice]:
         async with translated_errors(self.base_url):
             response = await self._client.get("/v1/audio/voices")
@@ -119,6 +196,14 @@ class RemoteEngine:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _read(reader, payload):
+    """Run a response-shape reader; audio that will not decode is the server's fault."""
+    try:
+        return list(reader(payload))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ServerError(f"the server's chat answer could not be read: {exc}") from exc
 
 
 def _expect_audio(response: httpx.Response) -> None:

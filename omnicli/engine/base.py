@@ -6,7 +6,7 @@ never care where speech came from.
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -45,8 +45,86 @@ class Voice:
     details: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True)
+class AudioPart:
+    """An attached audio file, kept as its bytes so a server gets exactly what the user gave."""
+
+    data: bytes
+    format: str
+    """wav, mp3, flac or ogg."""
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    data: bytes
+    mime: str
+
+
+Part = TextPart | AudioPart | ImagePart
+
+
+@dataclass
+class Message:
+    role: Literal["system", "user", "assistant"]
+    parts: list[Part]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@dataclass
+class ChatRequest:
+    messages: list[Message]
+    modalities: tuple[str, ...] = ("text",)
+    voice: str | None = None
+    model: str | None = None
+    max_tokens: int = 256
+    temperature: float = 0.7
+    speed: float = 1.0
+
+    @property
+    def wants_audio(self) -> bool:
+        return "audio" in self.modalities
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class AudioDelta:
+    chunk: AudioChunk
+
+
+@dataclass(frozen=True)
+class TranscriptDelta:
+    """What the engine heard in an audio attachment (embedded engine: its ASR stage)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ChatDone:
+    text: str
+    finish_reason: str = "stop"
+    usage: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)
+
+
+ChatDelta = TextDelta | AudioDelta | TranscriptDelta | ChatDone
+
+
 class Engine(Protocol):
     def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]: ...
+
+    def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]: ...
 
     async def voices(self) -> list[Voice]: ...
 

@@ -1,6 +1,6 @@
-"""The in-process CPU engine: Piper speaks, sentence by sentence, at the common 24 kHz.
+"""The in-process CPU engine: Piper speaks, Whisper listens, a small GGUF model thinks.
 
-Inference runs in worker threads so the event loop stays free for playback and Ctrl-C.
+Every model loads lazily, once per process; `loaded()` says what came from where.
 """
 
 import asyncio
@@ -9,8 +9,12 @@ from collections.abc import AsyncIterator
 
 from omnicli.audio.pcm import resample
 from omnicli.engine import piper_voice
-from omnicli.engine.base import SPEECH_RATE, AudioChunk, SpeechRequest, Voice
+from omnicli.engine.asr import ASR_RATE, Transcript, WhisperASR
+from omnicli.engine.base import SPEECH_RATE, AudioChunk, ChatDelta, ChatRequest, SpeechRequest, Voice
+from omnicli.engine.cascade import run_cascade
+from omnicli.engine.metrics import StageMetrics, Timer
 from omnicli.engine.sentences import split_sentences
+from omnicli.engine.thinker import LlamaThinker
 from omnicli.errors import UsageError
 
 log = logging.getLogger("omni")
@@ -19,8 +23,16 @@ log = logging.getLogger("omni")
 class EmbeddedEngine:
     name = "embedded"
 
-    def __init__(self, default_voice: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        default_voice: str | None = None,
+        llm: str | None = None,
+        asr_model: str | None = None,
+    ) -> None:
         self.default_voice = default_voice
+        self.asr = WhisperASR(asr_model)
+        self.thinker = LlamaThinker(llm)
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
         if req.ref_audio:
@@ -38,8 +50,26 @@ class EmbeddedEngine:
             )
             yield AudioChunk(resample(samples, rate, SPEECH_RATE), SPEECH_RATE, text=sentence)
 
+    def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        return run_cascade(req, self.asr, self.thinker, self.default_voice)
+
+    async def transcribe(self, samples, rate: int, *, language: str | None = None) -> Transcript:
+        stage = StageMetrics("asr")
+        audio = resample(samples, rate, ASR_RATE)
+        with Timer(stage):
+            return await asyncio.to_thread(self.asr.transcribe, audio, language)
+
     async def voices(self) -> list[Voice]:
         return piper_voice.embedded_voices()
+
+    def loaded(self) -> dict[str, str]:
+        """What each stage loaded, and from where (only stages used so far)."""
+        found = {"voice": ", ".join(str(path) for path in piper_voice.loaded_paths())}
+        if self.asr.source:
+            found["asr"] = self.asr.source
+        if self.thinker.source:
+            found["thinker"] = str(self.thinker.source)
+        return {k: v for k, v in found.items() if v}
 
     async def aclose(self) -> None:
         return None

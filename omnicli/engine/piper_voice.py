@@ -73,12 +73,16 @@ def load(model: VoiceModel):
         return voice
 
 
+def loaded_paths() -> list[Path]:
+    with _load_lock:
+        return list(_loaded)
+
+
 def synthesize(voice, text: str, speed: float) -> tuple[np.ndarray, int]:
     """Speak `text` (one sentence) at `speed` times the voice's tempo; pitch is unchanged."""
-    from piper import SynthesisConfig
+    from omnicli.audio.tempo import change_tempo
 
-    base = voice.config.length_scale or 1.0
-    config = SynthesisConfig(length_scale=base / speed)
-    parts = [chunk.audio_float_array for chunk in voice.synthesize(text, syn_config=config)]
+    parts = [chunk.audio_float_array for chunk in voice.synthesize(text)]
     samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-    return samples.astype(np.float32, copy=False), voice.config.sample_rate
+    rate = voice.config.sample_rate
+    return change_tempo(samples.astype(np.float32, copy=False), rate, speed), rate

@@ -34,3 +34,48 @@ def _cut_long(sentence: str) -> list[str]:
             current = f"{current} {part}".strip()
     pieces.append(current)
     return pieces
+
+
+_FIRST_CUT_MIN_CHARS = 24
+
+
+class SentenceChunker:
+    """Turns a stream of text pieces (LLM tokens) into whole sentences as soon as each ends.
+
+    The very first piece of speech may end at a comma once it is a few words long: the listener
+    hears the answer start sooner, and later sentences are spoken whole.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._first = True
+
+    def feed(self, piece: str) -> list[str]:
+        self._buffer += piece
+        ready = self._take()
+        if ready:
+            self._first = False
+        return ready
+
+    def _take(self) -> list[str]:
+        boundary = None
+        for match in _SENTENCE_END.finditer(self._buffer):
+            boundary = match.end()
+        newline = self._buffer.rfind("\n")
+        if newline >= 0 and (boundary is None or newline + 1 > boundary):
+            boundary = newline + 1
+        if boundary is None and self._first:
+            for match in _SOFT_BREAK.finditer(self._buffer):
+                if match.start() >= _FIRST_CUT_MIN_CHARS:
+                    boundary = match.end()
+                    break
+        if boundary is None:
+            if len(self._buffer) <= _MAX_CHARS:
+                return []
+            boundary = len(self._buffer)
+        done, self._buffer = self._buffer[:boundary], self._buffer[boundary:]
+        return split_sentences(done)
+
+    def flush(self) -> list[str]:
+        rest, self._buffer = self._buffer, ""
+        return split_sentences(rest)

@@ -1,0 +1,199 @@
+"""A chat conversation on any engine: one turn at a time, history kept for the session.
+
+Text streams to stdout as it arrives; speech goes to a file (written whole) and/or the speaker.
+In the REPL, Ctrl-C cancels the answer being made, not the session.
+"""
+
+import asyncio
+import json
+import logging
+import sys
+from dataclasses import dataclass
+
+from omnicli.audio.formats import AudioFormat
+from omnicli.engine.base import (
+    AudioDelta,
+    AudioPart,
+    ChatDone,
+    ChatRequest,
+    Engine,
+    Message,
+    TextDelta,
+    TextPart,
+    TranscriptDelta,
+)
+from omnicli.errors import OmniError
+
+log = logging.getLogger("omni")
+PROMPT = ">>> "
+
+
+@dataclass(frozen=True)
+class TurnOutput:
+    path: str | None
+    fmt: AudioFormat
+    play: bool
+    json: bool
+
+
+class ChatSession:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        system: str | None,
+        modalities: tuple[str, ...],
+        voice: str | None,
+        model: str | None,
+        max_tokens: int,
+        temperature: float,
+        output: TurnOutput,
+    ) -> None:
+        self.engine = engine
+        self.system = system
+        self.modalities = modalities
+        self.voice = voice
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.output = output
+        self.history: list[Message] = []
+        self.reset()
+
+    def reset(self) -> None:
+        self.history = [Message("system", [TextPart(self.system)])] if self.system else []
+
+    def one_shot(self, message: Message) -> dict:
+        with asyncio.Runner() as runner:
+            try:
+                return runner.run(self.turn(message))
+            finally:
+                runner.run(self.engine.aclose())
+
+    def repl(self, first: list | None = None) -> None:
+        """Read prompts until `exit` or end of input; /reset and /save PATH manage the history."""
+        tty = sys.stdin.isatty()
+        if tty:
+            import readline  # noqa: F401 - line editing and history for input()
+
+            print("omni chat: type a message; /reset, /save PATH, exit", file=sys.stderr)
+        with asyncio.Runner() as runner:
+            try:
+                if first:
+                    self._run_turn(runner, Message("user", first))
+                while True:
+                    try:
+                        line = input(PROMPT) if tty else sys.stdin.readline()
+                    except KeyboardInterrupt:
+                        print(file=sys.stderr)
+                        continue
+                    except EOFError:
+                        break
+                    if not tty and not line:
+                        break
+                    line = line.strip()
+                    if line in ("exit", "quit", "/exit", "/quit"):
+                        break
+                    if line == "/reset":
+                        self.reset()
+                        print("(history cleared)", file=sys.stderr)
+                    elif line.startswith("/save"):
+                        self.save(line[len("/save"):].strip())
+                    elif line:
+                        self._run_turn(runner, Message("user", [TextPart(line)]))
+            finally:
+                runner.run(self.engine.aclose())
+
+    def _run_turn(self, runner: asyncio.Runner, message: Message) -> None:
+        try:
+            runner.run(self.turn(message))
+        except KeyboardInterrupt:
+            print("\n(cancelled)", file=sys.stderr)
+        except OmniError as exc:
+            print(f"omni: error: {exc}", file=sys.stderr)
+
+    def save(self, path: str) -> None:
+        from omnicli.audio.atomic import atomic_write
+
+        if not path:
+            print("omni: error: /save needs a path", file=sys.stderr)
+            return
+        messages = [{"role": m.role, "content": m.text} for m in self.history]
+        try:
+            atomic_write(path, json.dumps({"messages": messages}, indent=2).encode() + b"\n")
+        except OmniError as exc:
+            print(f"omni: error: {exc}", file=sys.stderr)
+            return
+        print(f"(saved {len(messages)} messages to {path})", file=sys.stderr)
+
+    async def turn(self, message: Message) -> dict:
+        """Send `message` with the history; stream the answer; keep both if it completes."""
+        req = ChatRequest(
+            messages=[*self.history, message],
+            modalities=self.modalities,
+            voice=self.voice,
+            model=self.model,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+        )
+        sink = self._speech_sink()
+        transcripts: list[str] = []
+        done: ChatDone | None = None
+        try:
+            if sink is not None:
+                await sink.open()
+            async for delta in self.engine.chat(req):
+                match delta:
+                    case TextDelta(text=text) if not self.output.json:
+                        sys.stdout.write(text)
+                        sys.stdout.flush()
+                    case AudioDelta(chunk=chunk) if sink is not None:
+                        await sink.write(chunk)
+                    case TranscriptDelta(text=text):
+                        transcripts.append(text)
+                        log.info("heard: %s", text)
+                    case ChatDone():
+                        done = delta
+            if not self.output.json:
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+            if sink is not None:
+                await sink.finish()
+        finally:
+            if sink is not None:
+                sink.abort()
+        if done is None:
+            raise OmniError("the answer ended without completing")
+        self._remember(message, transcripts, done.text)
+        if sink is not None and self.output.path not in (None, "-"):
+            print(f"(wrote {self.output.path})", file=sys.stderr)
+        if hasattr(self.engine, "loaded"):
+            log.debug("loaded: %s", self.engine.loaded())
+        for stage, figures in done.metrics.items():
+            log.debug("%s: %s", stage, ", ".join(f"{k}={v:.3f}" for k, v in figures.items() if k not in ("started", "first_output", "finished")))
+        return {
+            "text": done.text,
+            "transcripts": transcripts,
+            "audio": self.output.path if sink is not None and self.output.path else None,
+            "finish_reason": done.finish_reason,
+            "usage": done.usage,
+            "timings": done.metrics,
+        }
+
+    def _speech_sink(self):
+        if "audio" not in self.modalities:
+            return None
+        from omnicli.audio.sink import SpeechOutput
+
+        play = self.output.play or self.output.path is None
+        return SpeechOutput(output=self.output.path, fmt=self.output.fmt, rate=24000, play=play)
+
+    def _remember(self, message: Message, transcripts: list[str], answer: str) -> None:
+        """Keep the turn; audio the engine already heard is kept as its transcript."""
+        if transcripts and len(transcripts) == sum(isinstance(p, AudioPart) for p in message.parts):
+            heard = iter(transcripts)
+            message = Message(
+                message.role,
+                [TextPart(next(heard)) if isinstance(p, AudioPart) else p for p in message.parts],
+            )
+        self.history += [message, Message("assistant", [TextPart(answer)])]
