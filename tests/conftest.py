@@ -56,27 +56,32 @@ def judge() -> Judge:
     return Judge()
 
 
-@pytest.fixture(scope="session")
-def omni_server():
-    """A live `omni serve` on a free loopback port; its URL."""
+def start_server(*args: str, log=subprocess.DEVNULL):
+    """Start `omni serve` on a free loopback port; (process, URL) once /health answers."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "omnicli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "omnicli", "serve", "--port", str(port), *args],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
         try:
             if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
+                return proc, url
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError(f"omni serve did not start: {proc.stderr.read().decode()}")
+            raise RuntimeError("omni serve did not start")
         time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def omni_server():
+    """A live `omni serve` (embedded engine, no key); its URL."""
+    proc, url = start_server()
     yield url
     proc.terminate()
     proc.wait(timeout=10)

@@ -1,22 +1,79 @@
-"""`omni serve`: an OpenAI-compatible server over the in-process engine."""
+"""`omni serve`: an OpenAI-compatible server over the in-process engine, or vLLM-Omni's own."""
 
+import logging
+import os
+import sys
 from typing import Annotated
 
 import typer
 
 from omnicli.cli.console import note
+from omnicli.errors import UsageError
 
 
 def serve(
+    extra: Annotated[
+        list[str] | None, typer.Argument(help="After '--': arguments passed on to `vllm serve`.", show_default=False)
+    ] = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind; loopback unless told otherwise.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8091,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", help="Require 'Authorization: Bearer KEY'. Env: OMNI_API_KEY.", show_default=False)
+    ] = None,
+    engine: Annotated[str, typer.Option("--engine", help="'embedded' (CPU, in process) or 'vllm-omni' (GPU).")] = "embedded",
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model for --engine vllm-omni.", show_default=False)] = None,
+    llm: Annotated[str | None, typer.Option("--llm", help="GGUF model for the embedded thinker.", show_default=False)] = None,
+    asr_model: Annotated[str | None, typer.Option("--asr-model", help="Embedded ASR: tiny.en, base or a CTranslate2 directory.", show_default=False)] = None,
+    max_body_mb: Annotated[float, typer.Option("--max-body-mb", min=0.001, help="Largest request body, in MiB (413 above).")] = 64.0,
 ) -> None:
-    """Serve the embedded engine over HTTP: /v1/audio/speech, /v1/audio/voices, /v1/models."""
+    """Serve: /v1/audio/speech, /v1/audio/transcriptions, /v1/chat/completions, /v1/models, /metrics."""
+    api_key = api_key or os.environ.get("OMNI_API_KEY")
+    if engine == "vllm-omni":
+        _hand_off_to_vllm(model, host, port, api_key, extra or [])
+        return
+    if engine != "embedded":
+        raise UsageError(f"--engine must be 'embedded' or 'vllm-omni', got {engine!r}")
+    if extra:
+        raise UsageError(f"unexpected arguments {' '.join(extra)!r} (extra arguments are for --engine vllm-omni)")
+
     import uvicorn
 
     from omnicli.engine.embedded import EmbeddedEngine
     from omnicli.server.app import create_app
 
-    app = create_app(EmbeddedEngine())
-    note(f"omni serve: listening on http://{host}:{port}")
+    app = create_app(
+        EmbeddedEngine(llm=llm, asr_model=asr_model),
+        api_key=api_key,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    access = logging.getLogger("omni.access")
+    access.handlers[:] = [handler]
+    access.setLevel(logging.INFO)
+    access.propagate = False
+    auth = "Bearer key required" if api_key else "no key"
+    note(f"omni serve: listening on http://{host}:{port} (embedded engine, {auth})")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def _hand_off_to_vllm(model: str | None, host: str, port: int, api_key: str | None, extra: list[str]) -> None:
+    """vLLM-Omni serves its GPU models with the same API; omni starts it and steps aside."""
+    import importlib.util
+    import shutil
+
+    if not model:
+        raise UsageError("--engine vllm-omni needs --model (e.g. Qwen/Qwen3-Omni-30B-A3B-Instruct)")
+    vllm = shutil.which("vllm")
+    if importlib.util.find_spec("vllm_omni") is None or vllm is None:
+        raise UsageError(
+            "vLLM-Omni is not installed here; on a CUDA machine: pip install vllm-omni "
+            "(then: omni serve --engine vllm-omni --model MODEL)"
+        )
+    command = [vllm, "serve", model, "--omni", "--host", host, "--port", str(port)]
+    if api_key:
+        command += ["--api-key", api_key]
+    command += extra
+    note("omni serve: handing over to " + " ".join(command))
+    sys.stdout.flush()
+    os.execv(vllm, command)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from omnicli.audio.formats import decode
 from omnicli.audio.pcm import resample
 from omnicli.engine import piper_voice
-from omnicli.engine.asr import ASR_RATE, Transcript, WhisperASR
+from omnicli.engine.asr import ASR_RATE, Transcript
 from omnicli.engine.base import (
     SPEECH_RATE,
     AudioChunk,
@@ -31,7 +31,6 @@ from omnicli.engine.base import (
 )
 from omnicli.engine.metrics import StageMetrics, Timer
 from omnicli.engine.sentences import SentenceChunker
-from omnicli.engine.thinker import LlamaThinker
 from omnicli.errors import UsageError
 
 _SENTENCE_QUEUE = 8
@@ -64,19 +63,18 @@ def decode_for_asr(part: AudioPart):
     return resample(samples, rate, ASR_RATE)
 
 
-async def transcribe(asr: WhisperASR, samples, language: str | None, stage: StageMetrics) -> Transcript:
+async def transcribe(engine, samples, language: str | None, stage: StageMetrics) -> Transcript:
     with Timer(stage):
-        transcript = await asyncio.to_thread(asr.transcribe, samples, language)
+        transcript = await engine.asr_queue.run(engine.asr.transcribe, samples, language)
     stage.audio_seconds += transcript.seconds
     stage.output()
     return transcript
 
 
-async def run_cascade(
-    req: ChatRequest, asr: WhisperASR, thinker: LlamaThinker, default_voice: str | None
-) -> AsyncIterator[ChatDelta]:
+async def run_cascade(req: ChatRequest, engine) -> AsyncIterator[ChatDelta]:
+    """`engine`: the EmbeddedEngine whose models and queues the stages use."""
     refuse_images(req)
-    voice_model = piper_voice.resolve_voice(req.voice or default_voice) if req.wants_audio else None
+    voice_model = piper_voice.resolve_voice(req.voice or engine.default_voice) if req.wants_audio else None
     stages = {"asr": StageMetrics("asr")}
 
     messages = []
@@ -86,7 +84,7 @@ async def run_cascade(
             if isinstance(part, TextPart):
                 texts.append(part.text)
             elif isinstance(part, AudioPart):
-                heard = await transcribe(asr, decode_for_asr(part), None, stages["asr"])
+                heard = await transcribe(engine, decode_for_asr(part), None, stages["asr"])
                 yield TranscriptDelta(heard.text)
                 texts.append(heard.text)
         messages.append({"role": message.role, "content": "\n".join(t for t in texts if t)})
@@ -98,10 +96,10 @@ async def run_cascade(
     out: asyncio.Queue = asyncio.Queue(_OUTPUT_QUEUE)
     sentences: asyncio.Queue | None = asyncio.Queue(_SENTENCE_QUEUE) if voice_model else None
     stages["thinker"] = StageMetrics("thinker")
-    tasks = [asyncio.create_task(_guard(out, "thinker", _think(req, messages, thinker, stop, out, sentences, stages["thinker"])))]
+    tasks = [asyncio.create_task(_guard(out, "thinker", _think(req, messages, engine, stop, out, sentences, stages["thinker"])))]
     if voice_model is not None:
         stages["talker"] = StageMetrics("talker")
-        tasks.append(asyncio.create_task(_guard(out, "talker", _talk(req, voice_model, sentences, out, stages["talker"]))))
+        tasks.append(asyncio.create_task(_guard(out, "talker", _talk(req, engine, voice_model, sentences, out, stages["talker"]))))
 
     text, running = [], len(tasks)
     try:
@@ -124,7 +122,7 @@ async def run_cascade(
         await asyncio.gather(*tasks, return_exceptions=True)
 
     completion = "".join(text)
-    prompt_tokens = await asyncio.to_thread(thinker.count_tokens, messages)
+    prompt_tokens = await asyncio.to_thread(engine.thinker.count_tokens, messages)
     yield ChatDone(
         text=completion,
         finish_reason="length" if stages["thinker"].tokens >= req.max_tokens else "stop",
@@ -149,7 +147,14 @@ async def _guard(out: asyncio.Queue, stage: str, work) -> None:
     await out.put(_StageEnded(stage))
 
 
-async def _think(req, messages, thinker, stop, out, sentences, stage: StageMetrics) -> None:
+async def _think(req, messages, engine, stop, out, sentences, stage: StageMetrics) -> None:
+    async with engine.thinker_queue.turn():
+        await _generate(req, messages, engine.thinker, stop, out, sentences, stage)
+    if sentences is not None:
+        await sentences.put(None)
+
+
+async def _generate(req, messages, thinker, stop, out, sentences, stage: StageMetrics) -> None:
     loop = asyncio.get_running_loop()
     tokens: asyncio.Queue = asyncio.Queue()  # thread -> loop hand-off; the LLM never waits on it
 
@@ -174,11 +179,9 @@ async def _think(req, messages, thinker, stop, out, sentences, stage: StageMetri
             stop.set()
         await producer
     stage.finish()
-    if sentences is not None:
-        await sentences.put(None)
 
 
-async def _talk(req, voice_model, sentences: asyncio.Queue, out: asyncio.Queue, stage: StageMetrics) -> None:
+async def _talk(req, engine, voice_model, sentences: asyncio.Queue, out: asyncio.Queue, stage: StageMetrics) -> None:
     voice = await asyncio.to_thread(piper_voice.load, voice_model)
     chunker = SentenceChunker()
     while True:
@@ -186,7 +189,7 @@ async def _talk(req, voice_model, sentences: asyncio.Queue, out: asyncio.Queue, 
         ready = chunker.flush() if piece is None else chunker.feed(piece)
         for sentence in ready:
             with Timer(stage):
-                samples, rate = await asyncio.to_thread(piper_voice.synthesize, voice, sentence, req.speed)
+                samples, rate = await engine.voice_queue.run(piper_voice.synthesize, voice, sentence, req.speed)
             chunk = AudioChunk(resample(samples, rate, SPEECH_RATE), SPEECH_RATE, text=sentence)
             stage.audio_seconds += chunk.seconds
             stage.output()

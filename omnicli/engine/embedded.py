@@ -12,9 +12,9 @@ from omnicli.engine import piper_voice
 from omnicli.engine.asr import ASR_RATE, Transcript, WhisperASR
 from omnicli.engine.base import SPEECH_RATE, AudioChunk, ChatDelta, ChatRequest, SpeechRequest, Voice
 from omnicli.engine.cascade import run_cascade
-from omnicli.engine.metrics import StageMetrics, Timer
 from omnicli.engine.sentences import split_sentences
 from omnicli.engine.thinker import LlamaThinker
+from omnicli.engine.workers import ModelQueue
 from omnicli.errors import UsageError
 
 log = logging.getLogger("omni")
@@ -33,6 +33,9 @@ class EmbeddedEngine:
         self.default_voice = default_voice
         self.asr = WhisperASR(asr_model)
         self.thinker = LlamaThinker(llm)
+        self.voice_queue = ModelQueue("voice")
+        self.asr_queue = ModelQueue("asr")
+        self.thinker_queue = ModelQueue("thinker")
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
         if req.ref_audio:
@@ -45,19 +48,15 @@ class EmbeddedEngine:
         model = piper_voice.resolve_voice(req.voice or self.default_voice)
         voice = await asyncio.to_thread(piper_voice.load, model)
         for sentence in split_sentences(req.text):
-            samples, rate = await asyncio.to_thread(
-                piper_voice.synthesize, voice, sentence, req.speed
-            )
+            samples, rate = await self.voice_queue.run(piper_voice.synthesize, voice, sentence, req.speed)
             yield AudioChunk(resample(samples, rate, SPEECH_RATE), SPEECH_RATE, text=sentence)
 
     def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
-        return run_cascade(req, self.asr, self.thinker, self.default_voice)
+        return run_cascade(req, self)
 
     async def transcribe(self, samples, rate: int, *, language: str | None = None) -> Transcript:
-        stage = StageMetrics("asr")
         audio = resample(samples, rate, ASR_RATE)
-        with Timer(stage):
-            return await asyncio.to_thread(self.asr.transcribe, audio, language)
+        return await self.asr_queue.run(self.asr.transcribe, audio, language)
 
     async def voices(self) -> list[Voice]:
         return piper_voice.embedded_voices()

@@ -1,113 +1,98 @@
 """An OpenAI-compatible ASGI app over any in-process engine.
 
-Every request is validated before the engine does any work; invalid input is a 400 with
-OpenAI's error shape, so any OpenAI client shows the message.
+Every request is validated before the engine does any work; invalid input is a 400 in OpenAI's
+error shape, an oversized body a 413, a missing or wrong key a 401. Bodies are capped at
+`max_body_bytes`; a client that hangs up cancels its generation.
 """
 
-import base64
-import json
-import time
-from collections.abc import AsyncIterator
+import asyncio
+import hmac
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from omnicli import __version__
-from omnicli.audio.formats import AudioFormat, encode
-from omnicli.audio.pcm import float_to_pcm16
-from omnicli.audio.wavstream import streaming_wav_header
-from omnicli.engine.base import SPEECH_RATE, Engine, SpeechRequest
+from omnicli.engine.base import Engine
 from omnicli.errors import OmniError
-from omnicli.protocol.speech import SpeechBody
+from omnicli.server.observability import AccessLog, ServerMetrics
 
 MODEL_ID = "omni-embedded"
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
+OPEN_PATHS = {"/health"}
 
 
-def error_body(message: str, *, kind: str = "invalid_request_error", param: str | None = None):
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+def error_body(message: str, *, kind: str = "invalid_request_error", param: str | None = None, code=None):
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def create_app(engine: Engine) -> FastAPI:
-    app = FastAPI(title="omni", version=__version__)
+def create_app(engine: Engine, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY) -> FastAPI:
+    async def authorize(request: Request) -> None:
+        if api_key is None or request.url.path in OPEN_PATHS:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), api_key.encode()):
+            raise StarletteHTTPException(401, "missing or wrong API key (Authorization: Bearer KEY)")
+
+    app = FastAPI(
+        title="omni",
+        version=__version__,
+        max_body_size=max_body_bytes,
+        dependencies=[Depends(authorize)],
+    )
+    app.state.engine = engine
+    app.state.metrics = ServerMetrics()
+    app.state.model_id = MODEL_ID
+    app.add_middleware(AccessLog, metrics=app.state.metrics)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        location = [str(p) for p in first.get("loc", ()) if p != "body"]
+        # Of a union's failed branches, the deepest error says most (content[0].input_audio.data).
+        first = max(exc.errors(), key=lambda e: len(e.get("loc", ())), default={})
+        location = [str(p) for p in first.get("loc", ()) if p != "body" and not _is_branch_label(p)]
         param = ".".join(location) or None
-        message = first.get("msg", "invalid request")
+        message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
         if param:
             message = f"{param}: {message}"
         return JSONResponse(error_body(message, param=param), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "authentication_error" if exc.status_code == 401 else "invalid_request_error"
+        message = exc.detail if exc.status_code != 413 else "request body too large"
+        return JSONResponse(error_body(str(message), kind=kind), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(OmniError)
     async def _refused(request: Request, exc: OmniError) -> JSONResponse:
         return JSONResponse(error_body(str(exc)), status_code=400)
 
-    @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok"}
+    from omnicli.server import routes_audio, routes_chat, routes_info
 
-    @app.get("/v1/models")
-    async def models() -> dict:
-        return {
-            "object": "list",
-            "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "omni"}],
-        }
-
-    @app.get("/v1/audio/voices")
-    async def voices() -> dict:
-        found = await engine.voices()
-        return {
-            "voices": [v.name for v in found],
-            "data": [{"name": v.name, "description": v.description} for v in found],
-        }
-
-    @app.post("/v1/audio/speech")
-    async def speech(body: SpeechBody) -> Response:
-        req = SpeechRequest(
-            text=body.input,
-            voice=body.voice,
-            speed=body.speed,
-            instructions=body.instructions,
-            language=body.language,
-            model=body.model,
-            ref_audio=body.ref_audio,
-            ref_text=body.ref_text,
-        )
-        fmt = AudioFormat(body.response_format)
-        chunks = engine.speech(req)
-        # Pull the first chunk before answering: a refusal becomes a 400, not a broken stream.
-        first = await anext(chunks, None)
-        if body.streaming:
-            stream = _sse(first, chunks, fmt) if body.sse else _pcm_pieces(first, chunks, fmt)
-            media = "text/event-stream" if body.sse else fmt.content_type
-            return StreamingResponse(stream, media_type=media)
-        samples = [first.samples] if first is not None else []
-        samples += [chunk.samples async for chunk in chunks]
-        import numpy as np
-
-        audio = np.concatenate(samples) if samples else np.zeros(0, dtype=np.float32)
-        return Response(encode(audio, SPEECH_RATE, fmt), media_type=fmt.content_type)
-
+    app.include_router(routes_info.router)
+    app.include_router(routes_audio.router)
+    app.include_router(routes_chat.router)
     return app
 
 
-async def _pcm_pieces(first, chunks, fmt: AudioFormat) -> AsyncIterator[bytes]:
-    """A streamed WAV (header with unknown sizes) or raw PCM16, one piece per engine chunk."""
-    if fmt is AudioFormat.WAV:
-        yield streaming_wav_header(SPEECH_RATE)
-    if first is not None:
-        yield float_to_pcm16(first.samples)
-    async for chunk in chunks:
-        yield float_to_pcm16(chunk.samples)
+def _is_branch_label(part) -> bool:
+    """pydantic names union branches in error locations ('str', 'list[ContentPart]')."""
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or "[" in part)
 
 
-async def _sse(first, chunks, fmt: AudioFormat) -> AsyncIterator[str]:
-    started = time.monotonic()
-    async for piece in _pcm_pieces(first, chunks, fmt):
-        event = {"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode()}
-        yield f"data: {json.dumps(event)}\n\n"
-    done = {"type": "speech.audio.done", "usage": None, "seconds": time.monotonic() - started}
-    yield f"data: {json.dumps(done)}\n\n"
+DISCONNECTED = object()
+
+
+async def until_disconnected(request: Request, work):
+    """Run `work`; if the client hangs up first, cancel it (and the generation behind it) and
+    return DISCONNECTED. Streamed responses need no such watch: Starlette cancels them itself."""
+    task = asyncio.ensure_future(work)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=0.25)
+        if done:
+            return task.result()
+        if await request.is_disconnected():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return DISCONNECTED

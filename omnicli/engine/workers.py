@@ -1,0 +1,34 @@
+"""One queue per model: blocking inference runs in a worker thread, one job at a time, in the
+order requests asked for it. Concurrent requests interleave fairly (sentence by sentence for the
+voice) instead of racing for threads, and models that are not thread-safe (espeak inside Piper,
+a llama.cpp context) are never entered twice at once."""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+
+class ModelQueue:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+
+    def _lock(self) -> asyncio.Lock:
+        # asyncio locks belong to one loop; an engine may outlive a loop (one REPL turn each).
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            self._locks = {l: k for l, k in self._locks.items() if not l.is_closed()}
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """Hold the model for a longer job (a whole generation). FIFO across waiters."""
+        async with self._lock():
+            yield
+
+    async def run(self, fn: Callable, *args):
+        """Run one blocking job in a thread when this model's turn comes."""
+        async with self._lock():
+            return await asyncio.to_thread(fn, *args)

@@ -1,0 +1,80 @@
+"""`POST /v1/chat/completions` as our server reads it: OpenAI's request, checked up front.
+
+Content parts: text, `input_audio` {data (base64), format}, `image_url` {url (data URI)}.
+"""
+
+import base64
+import binascii
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+CHAT_AUDIO_FORMATS = ["wav", "pcm", "flac", "mp3", "opus", "pcm16"]
+
+
+class AudioOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    voice: str | None = None
+    format: str = "wav"
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in CHAT_AUDIO_FORMATS:
+            raise ValueError(f"Invalid audio format '{value}'. Supported formats: {CHAT_AUDIO_FORMATS}")
+        return value
+
+
+class InputAudio(BaseModel):
+    data: str
+    format: str = "wav"
+
+    @field_validator("data")
+    @classmethod
+    def _base64(cls, value: str) -> str:
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("input_audio.data is not valid base64") from exc
+        return value
+
+
+class ImageUrl(BaseModel):
+    url: str
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["text", "input_audio", "image_url"]
+    text: str | None = None
+    input_audio: InputAudio | None = None
+    image_url: ImageUrl | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[ContentPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class ChatBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    model: str | None = None
+    modalities: list[Literal["text", "audio"]] = ["text"]
+    audio: AudioOptions | None = None
+    voice: str | None = None
+    """vLLM-Omni reads the voice from the top level too."""
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1, le=8192)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=8192)
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
