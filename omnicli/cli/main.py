@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from omnicli import __version__
-from omnicli.cli import chat, serve, speak
+from omnicli.cli import bench_wer, chat, serve, speak
 
 app = typer.Typer(
     name="omni",
@@ -25,6 +25,7 @@ app = typer.Typer(
 app.command(name="speak")(speak.speak)
 app.command(name="chat")(chat.chat)
 app.command(name="serve")(serve.serve)
+app.command(name="bench-wer")(bench_wer.bench_wer)
 
 
 def _version(value: bool) -> None:

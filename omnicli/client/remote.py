@@ -183,6 +183,13 @@ class RemoteEngine:
                 return models[0]["id"]
         raise ServerError(f"the server at {self.base_url} lists no model; name one with --model")
 
+    async def check(self) -> None:
+        """Fail fast, with one clear line, when the server cannot be reached at all."""
+        async with translated_errors(self.base_url):
+            response = await self._client.get("/v1/models")
+            if response.status_code in (401, 403):
+                await raise_for_status(response)
+
     async def voices(self) -> list[Voice]:
         async with translated_errors(self.base_url):
             response = await self._client.get("/v1/audio/voices")

@@ -1,0 +1,84 @@
+"""`--report report.html`: one self-contained page (inline SVG, no scripts, no network) with the
+summary, a WER histogram, a latency chart and the worst utterances."""
+
+import html
+
+_BINS = [0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0001]
+_CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:980px;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:left}
+th{background:#f4f4f4}svg{background:#fafafa;border:1px solid #eee}.num{text-align:right}
+.bad{color:#b00}h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}"""
+
+
+def _fmt(value, digits=3, percent=False) -> str:
+    if value is None:
+        return "–"
+    return f"{value * 100:.2f} %" if percent else f"{value:.{digits}f}"
+
+
+def _bars(labels: list[str], counts: list[int], color: str, width=900, height=220) -> str:
+    top = max(counts) or 1
+    slot = width / max(1, len(counts))
+    parts = [f'<svg width="{width}" height="{height + 40}" role="img">']
+    for i, (label, count) in enumerate(zip(labels, counts)):
+        bar = (height - 20) * count / top
+        x = i * slot + slot * 0.15
+        parts.append(f'<rect x="{x:.1f}" y="{height - bar:.1f}" width="{slot * 0.7:.1f}" height="{bar:.1f}" fill="{color}"/>')
+        parts.append(f'<text x="{x + slot * 0.35:.1f}" y="{height - bar - 4:.1f}" font-size="12" text-anchor="middle">{count}</text>')
+        parts.append(f'<text x="{x + slot * 0.35:.1f}" y="{height + 18}" font-size="12" text-anchor="middle">{html.escape(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def wer_histogram(records: list[dict]) -> str:
+    wers = [r["wer"] for r in records if r.get("status") == "ok"]
+    labels, counts = [], []
+    for low, high in zip(_BINS, _BINS[1:]):
+        labels.append(f"{low * 100:g}–{min(high, 1) * 100:g}%" if high <= 1 else f"≥{low * 100:g}%")
+        counts.append(sum(1 for w in wers if low <= w < high))
+    counts[-1] += sum(1 for w in wers if w >= _BINS[-1])
+    return _bars(labels, counts, "#4a7bd0")
+
+
+def latency_chart(records: list[dict]) -> str:
+    ttfa = sorted((r["ttfa"] for r in records if r.get("ttfa") is not None))
+    if not ttfa:
+        return "<p>No time-to-first-audio figures (scored existing audio).</p>"
+    steps = 10
+    top = ttfa[-1] or 1
+    edges = [top * i / steps for i in range(steps + 1)]
+    counts = [sum(1 for t in ttfa if edges[i] <= t < edges[i + 1] or (i == steps - 1 and t == top)) for i in range(steps)]
+    labels = [f"{edges[i] * 1000:.0f}ms" for i in range(steps)]
+    return _bars(labels, counts, "#3a9a6a")
+
+
+def render(summary: dict, records: list[dict], *, title: str, worst: int = 15) -> str:
+    failures = summary["failures"]
+    rows = [
+        ("utterances", summary["utterances"]), ("scored", summary["scored"]),
+        ("WER, mean of utterances", _fmt(summary["wer_mean"], percent=True)),
+        ("WER, corpus", _fmt(summary["wer_corpus"], percent=True)),
+        ("WER, median / p90", f"{_fmt(summary['wer_median'], percent=True)} / {_fmt(summary['wer_p90'], percent=True)}"),
+        ("failed requests / no audio / ASR failed", f"{failures['request_failed']} / {failures['no_audio']} / {failures['asr_failed']}"),
+        ("time to first audio p50 / p90, s", f"{_fmt(summary['ttfa_p50'])} / {_fmt(summary['ttfa_p90'])}"),
+        ("RTF, mean", _fmt(summary["rtf_mean"])),
+        ("audio, s", _fmt(summary["audio_seconds"], 1)),
+    ]
+    scored = sorted((r for r in records if r.get("status") == "ok"), key=lambda r: -r["wer"])[:worst]
+    failed = [r for r in records if r.get("status") != "ok"]
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>{html.escape(title)}</h1><table>"]
+    out += [f"<tr><th>{html.escape(k)}</th><td class='num'>{html.escape(str(v))}</td></tr>" for k, v in rows]
+    out.append("</table><h2>WER per utterance</h2>" + wer_histogram(records))
+    out.append("<h2>Time to first audio</h2>" + latency_chart(records))
+    out.append(f"<h2>Worst {len(scored)} utterances</h2><table><tr><th>utt</th><th>WER</th><th>reference</th><th>hypothesis</th></tr>")
+    for r in scored:
+        out.append(f"<tr><td>{html.escape(r['utt'])}</td><td class='num'>{_fmt(r['wer'], percent=True)}</td>"
+                   f"<td>{html.escape(r['reference'])}</td><td>{html.escape(r.get('hypothesis', ''))}</td></tr>")
+    out.append("</table>")
+    if failed:
+        out.append("<h2>Failures</h2><table><tr><th>utt</th><th>kind</th><th>why</th></tr>")
+        out += [f"<tr><td>{html.escape(r['utt'])}</td><td class='bad'>{r['status']}</td><td>{html.escape(r.get('error', ''))}</td></tr>" for r in failed]
+        out.append("</table>")
+    out.append("</body></html>\n")
+    return "".join(out)

@@ -1,0 +1,148 @@
+"""The benchmark pipeline: synthesis (N requests in flight) feeding ASR and scoring.
+
+Synthesis of the next utterances overlaps transcription of the finished ones, so a run takes
+about as long as its slower half. Every utterance ends as exactly one record, scored or failed.
+"""
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from omnicli.audio.formats import decode, encode, AudioFormat
+from omnicli.audio.pcm import resample
+from omnicli.bench.dataset import Item
+from omnicli.bench.scoring import language_of, score
+from omnicli.engine.asr import ASR_RATE
+from omnicli.engine.base import SPEECH_RATE, SpeechRequest
+from omnicli.engine.workers import ModelQueue
+from omnicli.errors import OmniError
+
+log = logging.getLogger("omni")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    concurrency: int = 1
+    clone: bool = False
+    voice: str | None = None
+    model: str | None = None
+    language: str | None = None
+    normalizer: str = "seed-tts"
+    audio_dir: Path | None = None
+    keep_audio_dir: Path | None = None
+
+
+@dataclass
+class Synthesized:
+    item: Item
+    samples: np.ndarray | None
+    rate: int
+    record: dict
+
+
+async def run_bench(items: list[Item], engine, asr, options: BenchOptions, on_record: Callable[[dict], None]) -> None:
+    """Synthesize (or load) and score every item; `on_record` gets each record as it is made."""
+    todo: asyncio.Queue = asyncio.Queue()
+    for item in items:
+        todo.put_nowait(item)
+    ready: asyncio.Queue = asyncio.Queue(max(1, options.concurrency))
+    asr_queue = ModelQueue("judge")
+
+    async def synthesizer() -> None:
+        while True:
+            try:
+                item = todo.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await ready.put(await _produce(item, engine, options))
+
+    async def scorer() -> None:
+        while (job := await ready.get()) is not None:
+            on_record(await _score(job, asr, asr_queue, options))
+
+    producers = [asyncio.create_task(synthesizer()) for _ in range(max(1, options.concurrency))]
+    consumer = asyncio.create_task(scorer())
+    try:
+        await asyncio.gather(*producers)
+        await ready.put(None)
+        await consumer
+    finally:
+        for task in (*producers, consumer):
+            task.cancel()
+        await asyncio.gather(*producers, consumer, return_exceptions=True)
+
+
+def _base_record(item: Item) -> dict:
+    return {"utt": item.utt, "line": item.line, "reference": item.text}
+
+
+async def _produce(item: Item, engine, options: BenchOptions) -> Synthesized:
+    record = _base_record(item)
+    if options.audio_dir is not None:
+        path = options.audio_dir / f"{item.utt}.wav"
+        try:
+            samples, rate = decode(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            record.update(status="no_audio", error=f"{path}: {getattr(exc, 'strerror', None) or exc}")
+            return Synthesized(item, None, 0, record)
+        return Synthesized(item, samples, rate, record)
+
+    request = SpeechRequest(text=item.text, voice=options.voice, model=options.model)
+    if options.clone and item.prompt_wav is not None:
+        try:
+            data = item.prompt_wav.read_bytes()
+        except OSError as exc:
+            record.update(status="request_failed", error=f"prompt wav {item.prompt_wav}: {exc.strerror or exc}")
+            return Synthesized(item, None, 0, record)
+        request = SpeechRequest(
+            text=item.text, voice=options.voice, model=options.model,
+            ref_audio="data:audio/wav;base64," + base64.b64encode(data).decode(), ref_text=item.prompt_text,
+        )
+    start = time.perf_counter()
+    first = None
+    parts = []
+    try:
+        async for chunk in engine.speech(request):
+            first = first if first is not None else time.perf_counter() - start
+            parts.append(chunk.samples)
+    except OmniError as exc:
+        record.update(status="request_failed", error=str(exc))
+        return Synthesized(item, None, 0, record)
+    generation = time.perf_counter() - start
+    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    seconds = len(samples) / SPEECH_RATE
+    record.update(ttfa=first, generation_seconds=generation, audio_seconds=seconds,
+                  rtf=generation / seconds if seconds else None)
+    if options.keep_audio_dir is not None and len(samples):
+        (options.keep_audio_dir / f"{item.utt}.wav").write_bytes(encode(samples, SPEECH_RATE, AudioFormat.WAV))
+    return Synthesized(item, samples, SPEECH_RATE, record)
+
+
+async def _score(job: Synthesized, asr, asr_queue: ModelQueue, options: BenchOptions) -> dict:
+    record = job.record
+    if "status" in record:
+        return record
+    if job.samples is None or len(job.samples) == 0 or not np.any(np.abs(job.samples) > 1e-4):
+        record.update(status="no_audio", error="the audio is empty or silent")
+        return record
+    record.setdefault("audio_seconds", len(job.samples) / job.rate)
+    language = options.language or language_of(job.item.text)
+    try:
+        audio = resample(job.samples, job.rate, ASR_RATE)
+        transcript = await asr_queue.run(asr.transcribe, audio, language)
+    except (OmniError, RuntimeError, ValueError) as exc:
+        record.update(status="asr_failed", error=str(exc))
+        return record
+    result = score(job.item.text, transcript.text, language=language, normalizer=options.normalizer)
+    record.update(
+        status="ok", language=language, hypothesis=transcript.text, wer=result.wer,
+        substitutions=result.substitutions, deletions=result.deletions, insertions=result.insertions,
+        hits=result.hits, reference_normalized=result.reference, hypothesis_normalized=result.hypothesis,
+    )
+    return record

@@ -1,0 +1,102 @@
+"""Word error rate exactly as Seed-TTS-eval computes it, and the summary of a run.
+
+Normalisation: every punctuation mark (ASCII and Chinese, as `string.punctuation` plus
+`zhon.hanzi.punctuation`) is removed except the apostrophe; English is lowercased; Chinese is
+split into characters, so its "WER" is a CER. Optionally Whisper's English normaliser instead.
+Per utterance: jiwer's `process_words`.
+"""
+
+import re
+import statistics
+import string
+from dataclasses import dataclass
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _punctuation() -> str:
+    from zhon.hanzi import punctuation as chinese
+
+    return (string.punctuation + chinese).replace("'", "")
+
+
+def language_of(text: str) -> str:
+    return "zh" if _CJK.search(text) else "en"
+
+
+def normalize(text: str, language: str, normalizer: str = "seed-tts") -> str:
+    if normalizer == "whisper" and language == "en":
+        from whisper_normalizer.english import EnglishTextNormalizer
+
+        return " ".join(EnglishTextNormalizer()(text).split())
+    text = text.translate(str.maketrans("", "", _punctuation()))
+    if language == "zh":
+        return " ".join(ch for ch in text if not ch.isspace())
+    return " ".join(text.lower().split())
+
+
+@dataclass(frozen=True)
+class Score:
+    wer: float
+    substitutions: int
+    deletions: int
+    insertions: int
+    hits: int
+    reference: str
+    hypothesis: str
+
+    @property
+    def reference_words(self) -> int:
+        return self.substitutions + self.deletions + self.hits
+
+    @property
+    def errors(self) -> int:
+        return self.substitutions + self.deletions + self.insertions
+
+
+def score(reference: str, hypothesis: str, *, language: str | None = None, normalizer: str = "seed-tts") -> Score:
+    import jiwer
+
+    language = language or language_of(reference)
+    truth, hypo = normalize(reference, language, normalizer), normalize(hypothesis, language, normalizer)
+    if not truth:
+        raise ValueError("the reference text is empty after normalisation")
+    if not hypo:  # jiwer refuses an empty hypothesis: everything was deleted
+        words = len(truth.split())
+        return Score(1.0, 0, words, 0, 0, truth, hypo)
+    out = jiwer.process_words(truth, hypo)
+    return Score(out.wer, out.substitutions, out.deletions, out.insertions, out.hits, truth, hypo)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(records: list[dict]) -> dict:
+    """The run's figures from its per-utterance records (items.jsonl lines)."""
+    scored = [r for r in records if r.get("status") == "ok"]
+    wers = [r["wer"] for r in scored]
+    ttfa = [r["ttfa"] for r in scored if r.get("ttfa") is not None]
+    rtf = [r["rtf"] for r in scored if r.get("rtf") is not None]
+    errors = sum(r["substitutions"] + r["deletions"] + r["insertions"] for r in scored)
+    words = sum(r["substitutions"] + r["deletions"] + r["hits"] for r in scored)
+    failures = {kind: sum(1 for r in records if r.get("status") == kind) for kind in ("request_failed", "no_audio", "asr_failed")}
+    return {
+        "utterances": len(records),
+        "scored": len(scored),
+        "failures": failures,
+        "wer_mean": statistics.fmean(wers) if wers else None,
+        "wer_corpus": errors / words if words else None,
+        "wer_median": statistics.median(wers) if wers else None,
+        "wer_p90": percentile(wers, 0.9),
+        "ttfa_p50": percentile(ttfa, 0.5),
+        "ttfa_p90": percentile(ttfa, 0.9),
+        "rtf_mean": statistics.fmean(rtf) if rtf else None,
+        "audio_seconds": sum(r.get("audio_seconds") or 0 for r in scored),
+    }
