@@ -34,8 +34,7 @@ class PulseAudio:
     def start(self) -> None:
         self.runtime.mkdir(mode=0o700, parents=True)
         os.chmod(self.runtime, 0o700)
-        for fifo in (self.mic_fifo, self.spk_fifo):
-            os.mkfifo(fifo)
+        os.mkfifo(self.spk_fifo)  # module-pipe-source makes the mic FIFO itself, and fails if it exists
         (self.root / "default.pa").write_text(
             f"load-module module-native-protocol-unix auth-anonymous=1 socket={self.socket}\n"
             f"load-module module-null-sink sink_name=nullsink rate={RATE} channels=1\n"
@@ -53,19 +52,19 @@ class PulseAudio:
             "PULSE_CLIENTCONFIG": str(client_conf),
         }
         env = {**os.environ, **self.env}
-        # Open both FIFO ends before the daemon does, so neither side blocks.
+        # The speaker FIFO's reader is waiting before the daemon opens it for writing.
         threading.Thread(target=self._drain_speaker, daemon=True).start()
-        threading.Thread(target=self._feed_microphone, daemon=True).start()
         subprocess.run(
             [shutil.which("pulseaudio") or "pulseaudio", "-n", "-F", str(self.root / "default.pa"),
              "--exit-idle-time=-1", "--daemonize=yes", "--use-pid-file=no", "--log-target=stderr"],
             env=env, check=True, capture_output=True, timeout=30,
         )
         deadline = time.monotonic() + 10
-        while not self.socket.exists():
+        while not (self.socket.exists() and self.mic_fifo.exists()):
             if time.monotonic() > deadline:
-                raise RuntimeError("PulseAudio did not create its socket")
+                raise RuntimeError("PulseAudio did not create its socket and microphone FIFO")
             time.sleep(0.05)
+        threading.Thread(target=self._feed_microphone, daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()

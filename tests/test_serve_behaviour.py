@@ -99,7 +99,7 @@ def test_metrics_report_requests_and_stages(omni_server):
 def test_omni_chat_against_omni_serve(omni, omni_server, tmp_path, judge):
     path = tmp_path / "answer.flac"
     result = omni("chat", "Say something nice.", "--server", omni_server, "-o", str(path), "--max-tokens", "40",
-                  "--json")
+                  "--temperature", "0", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     samples, rate = sf.read(str(path), dtype="float32")

@@ -28,7 +28,10 @@ def _sounddevice():
 
 
 class Player:
-    def __init__(self, device: str | int | None = None, rate: int = SPEECH_RATE) -> None:
+    """`continuous=True` (a conversation): the device runs from the start and plays silence
+    between answers; `flush()` drops what has not been heard yet (barge-in)."""
+
+    def __init__(self, device: str | int | None = None, rate: int = SPEECH_RATE, *, continuous: bool = False) -> None:
         sd = _sounddevice()
         try:
             info = sd.query_devices(device, "output")
@@ -48,6 +51,8 @@ class Player:
         except (sd.PortAudioError, ValueError) as exc:
             name = info.get("name", device or "default")
             raise AudioDeviceError(f"cannot open the output device {name!r}: {exc}") from exc
+        self._rate = rate
+        self._continuous = continuous
         self._resampler = StreamResampler(rate, self.device_rate)
         self._queue: deque[np.ndarray] = deque()
         self._lock = threading.Lock()
@@ -55,7 +60,22 @@ class Player:
         self._closing = False
         self._started = False
         self.played_frames = 0
+        """Frames handed to the device so far (silence between answers not counted)."""
         self._done = threading.Event()
+        if continuous:
+            self._started = True
+            self._stream.start()
+
+    @property
+    def buffered_seconds(self) -> float:
+        return self._buffered / self.device_rate
+
+    def flush(self) -> None:
+        """Forget everything not yet played, at once."""
+        with self._lock:
+            self._queue.clear()
+            self._buffered = 0
+        self._resampler = StreamResampler(self._rate, self.device_rate)
 
     def write(self, samples: np.ndarray) -> None:
         self._push(self._resampler.process(samples))
@@ -84,7 +104,7 @@ class Player:
                     self._queue[0] = head[take:]
             self._buffered -= filled
             self.played_frames += filled
-            finished = self._closing and not self._queue
+            finished = self._closing and not self._queue and not self._continuous
         out[filled:] = 0.0
         if finished:
             self._done.set()

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from omnicli import __version__
-from omnicli.cli import bench_wer, chat, serve, speak
+from omnicli.cli import bench_wer, chat, serve, speak, talk
 
 app = typer.Typer(
     name="omni",
@@ -24,6 +24,7 @@ app = typer.Typer(
 )
 app.command(name="speak")(speak.speak)
 app.command(name="chat")(chat.chat)
+app.command(name="talk")(talk.talk)
 app.command(name="serve")(serve.serve)
 app.command(name="bench-wer")(bench_wer.bench_wer)
 

@@ -54,7 +54,9 @@ def serve(
     access.propagate = False
     auth = "Bearer key required" if api_key else "no key"
     note(f"omni serve: listening on http://{host}:{port} (embedded engine, {auth})")
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    # Realtime appends over 15 MiB get an `error` event, not a dropped socket: frames up to
+    # 100 MiB reach the session, which enforces the real limits.
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, ws_max_size=100 * 1024 * 1024)
 
 
 def _hand_off_to_vllm(model: str | None, host: str, port: int, api_key: str | None, extra: list[str]) -> None:

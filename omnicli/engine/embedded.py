@@ -58,6 +58,15 @@ class EmbeddedEngine:
         audio = resample(samples, rate, ASR_RATE)
         return await self.asr_queue.run(self.asr.transcribe, audio, language)
 
+    async def preload(self) -> None:
+        """Load every model now (a server's start-up), so no request pays for loading."""
+        voice = piper_voice.resolve_voice(self.default_voice)
+        await asyncio.gather(
+            asyncio.to_thread(piper_voice.load, voice),
+            asyncio.to_thread(self.asr.load),
+            asyncio.to_thread(self.thinker.load),
+        )
+
     async def voices(self) -> list[Voice]:
         return piper_voice.embedded_voices()
 

@@ -36,7 +36,7 @@ def _cut_long(sentence: str) -> list[str]:
     return pieces
 
 
-_FIRST_CUT_MIN_CHARS = 24
+_FIRST_CUT_MIN_CHARS = 16
 
 
 class SentenceChunker:

@@ -6,9 +6,11 @@ error shape, an oversized body a 413, a missing or wrong key a 401. Bodies are c
 """
 
 import asyncio
+import contextlib
 import hmac
 
 from fastapi import Depends, FastAPI, Request
+from starlette.requests import HTTPConnection
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -27,24 +29,35 @@ def error_body(message: str, *, kind: str = "invalid_request_error", param: str 
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def create_app(engine: Engine, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY) -> FastAPI:
-    async def authorize(request: Request) -> None:
-        if api_key is None or request.url.path in OPEN_PATHS:
-            return
+def create_app(
+    engine: Engine, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY, preload: bool = True
+) -> FastAPI:
+    async def authorize(request: HTTPConnection) -> None:
+        if api_key is None or request.url.path in OPEN_PATHS or request.scope["type"] == "websocket":
+            return  # the realtime route checks its own key (header or subprotocol)
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), api_key.encode()):
             raise StarletteHTTPException(401, "missing or wrong API key (Authorization: Bearer KEY)")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if preload and hasattr(engine, "preload"):
+            await engine.preload()  # /health answers once every model is in memory
+        yield
+        await engine.aclose()
 
     app = FastAPI(
         title="omni",
         version=__version__,
         max_body_size=max_body_bytes,
         dependencies=[Depends(authorize)],
+        lifespan=lifespan,
     )
     app.state.engine = engine
     app.state.metrics = ServerMetrics()
     app.state.model_id = MODEL_ID
+    app.state.api_key = api_key
     app.add_middleware(AccessLog, metrics=app.state.metrics)
 
     @app.exception_handler(RequestValidationError)
@@ -68,11 +81,12 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body_bytes: in
     async def _refused(request: Request, exc: OmniError) -> JSONResponse:
         return JSONResponse(error_body(str(exc)), status_code=400)
 
-    from omnicli.server import routes_audio, routes_chat, routes_info
+    from omnicli.server import routes_audio, routes_chat, routes_info, routes_realtime
 
     app.include_router(routes_info.router)
     app.include_router(routes_audio.router)
     app.include_router(routes_chat.router)
+    app.include_router(routes_realtime.router)
     return app
 
 

@@ -1,0 +1,131 @@
+"""`omni talk`: a spoken conversation, microphone to speaker, over the OpenAI Realtime protocol."""
+
+import sys
+from typing import Annotated
+
+import typer
+
+from omnicli.cli.console import note
+from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption
+from omnicli.errors import UsageError
+
+
+def talk(
+    vad: Annotated[
+        str | None, typer.Option("--vad", help="Turns by 'client' VAD or 'server' VAD; default: push-to-talk (Enter) on a terminal, client VAD otherwise.", show_default=False)
+    ] = None,
+    instructions: Annotated[str | None, typer.Option("--instructions", help="System instructions for the assistant.", show_default=False)] = None,
+    voice: Annotated[str | None, typer.Option("--voice", help="The assistant's voice.", show_default=False)] = None,
+    input_device: Annotated[str | None, typer.Option("--input-device", help="Microphone (name or index).", show_default=False)] = None,
+    output_device: Annotated[str | None, typer.Option("--output-device", help="Speaker (name or index).", show_default=False)] = None,
+    list_devices: Annotated[bool, typer.Option("--list-devices", help="List the audio devices and exit.")] = False,
+    echo_gate: Annotated[bool, typer.Option("--echo-gate/--no-echo-gate", help="Mute the mic while the answer plays unless you are clearly louder (off with headphones).")] = True,
+    input_file: Annotated[str | None, typer.Option("--input-file", help="Headless: speak this WAV into the session in real time.", show_default=False)] = None,
+    output_file: Annotated[str | None, typer.Option("--output-file", help="Headless: write everything the assistant said to this WAV.", show_default=False)] = None,
+    transcript: Annotated[str | None, typer.Option("--transcript", help="Write every event as JSON lines here.", show_default=False)] = None,
+    llm: Annotated[str | None, typer.Option("--llm", help="GGUF model for the in-process thinker.", show_default=False)] = None,
+    asr_model: Annotated[str | None, typer.Option("--asr-model", help="In-process ASR: tiny.en, base or a CTranslate2 directory.", show_default=False)] = None,
+    model: ModelOption = None,
+    server: ServerOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Talk: omni talk (Enter starts and ends a turn; speak over the answer to interrupt it)."""
+    import asyncio
+
+    from omnicli.config import resolve_connection
+
+    if list_devices:
+        from omnicli.audio.player import _sounddevice
+
+        print(_sounddevice().query_devices())
+        return
+    if vad not in (None, "client", "server"):
+        raise UsageError(f"--vad must be 'client' or 'server', got {vad!r}")
+    turns = vad or ("ptt" if sys.stdin.isatty() and not input_file else "client")
+    connection = resolve_connection(server, api_key)
+    from omnicli.realtime.talk import TalkOptions
+
+    options = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice)
+    code = asyncio.run(_talk(connection, options, input_file, output_file, transcript,
+                             _device(input_device), _device(output_device), llm, asr_model, model))
+    raise typer.Exit(code)
+
+
+def _device(value: str | None):
+    return int(value) if value is not None and value.isdigit() else value
+
+
+async def _talk(connection, options, input_file, output_file, transcript, input_device, output_device,
+                llm, asr_model, model) -> int:
+    import asyncio
+    import signal
+
+    import numpy as np
+
+    from omnicli.realtime.sources import FileVoice, Microphone
+    from omnicli.realtime.talk import FileSpeaker, TalkClient
+    from omnicli.realtime.view import EventLog, TalkView
+
+    source = FileVoice(input_file) if input_file else Microphone(input_device)
+    if output_file:
+        speaker = FileSpeaker()
+    else:
+        from omnicli.audio.player import Player
+
+        speaker = Player(output_device, continuous=True)
+    if connection.server:
+        from omnicli.realtime.transport import WebSocketTransport
+
+        transport = WebSocketTransport(connection.server, connection.api_key, model)
+    else:
+        from omnicli.engine.embedded import EmbeddedEngine
+        from omnicli.realtime.transport import LocalTransport
+
+        transport = LocalTransport(EmbeddedEngine(llm=llm, asr_model=asr_model))
+
+    log = EventLog(transcript)
+    stop = asyncio.Event()
+    interrupted = False
+
+    def on_interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    with TalkView() as view:
+        client = TalkClient(transport, source, speaker, options, view, log)
+        if options.turns == "ptt":
+            _read_enter_keys(loop, client, stop)
+            note("omni talk: press Enter to start speaking, Enter again to send; q + Enter quits")
+        try:
+            await client.run(stop)
+        finally:
+            speaker.close()
+            log.close()
+            loop.remove_signal_handler(signal.SIGINT)
+    if output_file:
+        from omnicli.audio.atomic import atomic_write
+        from omnicli.audio.formats import AudioFormat, encode
+
+        audio = np.concatenate(client.said) if client.said else np.zeros(0, np.float32)
+        atomic_write(output_file, encode(audio, 24000, AudioFormat.WAV))
+    measured = [t["from_speech_end"] for t in client.turns if t["from_speech_end"] is not None]
+    if measured:
+        note(f"omni talk: {len(measured)} turns, median {np.median(measured) * 1000:.0f} ms from end of speech to first audio")
+    return 130 if interrupted else 0
+
+
+def _read_enter_keys(loop, client, stop) -> None:
+    """Push-to-talk: each Enter toggles a turn; 'q' or end of input quits."""
+    import threading
+
+    def read() -> None:
+        for line in sys.stdin:
+            if line.strip().lower() in ("q", "quit", "exit"):
+                break
+            loop.call_soon_threadsafe(client.toggle_push_to_talk)
+        loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=read, daemon=True).start()

@@ -1,0 +1,122 @@
+"""The server-kept conversation of a realtime session: items, their audio, and what was heard.
+
+Items are stored as their wire dicts (OpenAI Realtime GA shapes) plus what the engine needs:
+the user's audio and its transcript once heard; for the assistant, where each spoken sentence
+ended, so a truncate can keep exactly the text the listener heard.
+"""
+
+import secrets
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from omnicli.engine.base import AudioPart, Message, TextPart
+
+RATE = 24000
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+@dataclass
+class Item:
+    wire: dict
+    audio: np.ndarray | None = None
+    """A user item's speech (float32, 24 kHz), until the engine has heard it."""
+    transcript: str | None = None
+    spoken: list[tuple[int, str]] = field(default_factory=list)
+    """Assistant audio: (end sample, sentence) for each sentence spoken, in order."""
+    audio_samples: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.wire["id"]
+
+    @property
+    def role(self) -> str:
+        return self.wire.get("role", "")
+
+    @property
+    def audio_ms(self) -> int:
+        return self.audio_samples * 1000 // RATE
+
+    def message(self) -> Message | None:
+        """This item as a chat message for the engine; None for items that say nothing."""
+        role = self.role
+        if role not in ("user", "assistant", "system"):
+            return None
+        parts = []
+        for part in self.wire.get("content", []):
+            kind = part.get("type")
+            if kind in ("input_text", "output_text", "text"):
+                parts.append(TextPart(part.get("text") or ""))
+            elif kind in ("output_audio", "audio") and part.get("transcript"):
+                parts.append(TextPart(part["transcript"]))
+            elif kind == "input_audio":
+                if self.transcript is not None:
+                    parts.append(TextPart(self.transcript))
+                elif self.audio is not None and len(self.audio):
+                    parts.append(AudioPart(wav_bytes(self.audio), "wav"))
+        parts = [p for p in parts if not (isinstance(p, TextPart) and not p.text.strip())]
+        return Message(role, parts) if parts else None
+
+
+def wav_bytes(samples: np.ndarray) -> bytes:
+    from omnicli.audio.formats import AudioFormat, encode
+
+    return encode(samples, RATE, AudioFormat.WAV)
+
+
+def heard_text(item: Item, audio_end_ms: int) -> str:
+    """The transcript up to `audio_end_ms`: whole sentences already finished, and the share of
+    the sentence being spoken, cut at a word boundary."""
+    end_sample = audio_end_ms * RATE // 1000
+    heard, start = [], 0
+    for end, sentence in item.spoken:
+        if end <= end_sample:
+            heard.append(sentence)
+        else:
+            fraction = (end_sample - start) / max(1, end - start)
+            words = sentence.split()
+            keep = int(len(words) * fraction)
+            if keep:
+                heard.append(" ".join(words[:keep]))
+            break
+        start = end
+    return " ".join(heard)
+
+
+class Conversation:
+    def __init__(self) -> None:
+        self.id = new_id("conv")
+        self.items: list[Item] = []
+
+    def find(self, item_id: str) -> Item | None:
+        return next((item for item in self.items if item.id == item_id), None)
+
+    def insert(self, item: Item, previous_item_id: str | None = None) -> str | None:
+        """Add after `previous_item_id` (or at the end); returns the id of the item before it."""
+        if previous_item_id is None:
+            self.items.append(item)
+        elif previous_item_id == "root":
+            self.items.insert(0, item)
+        else:
+            index = next((i for i, it in enumerate(self.items) if it.id == previous_item_id), None)
+            if index is None:
+                raise KeyError(previous_item_id)
+            self.items.insert(index + 1, item)
+        position = self.items.index(item)
+        return self.items[position - 1].id if position else None
+
+    def delete(self, item_id: str) -> bool:
+        item = self.find(item_id)
+        if item is None:
+            return False
+        self.items.remove(item)
+        return True
+
+    def messages(self, instructions: str | None) -> list[Message]:
+        history = [Message("system", [TextPart(instructions)])] if instructions else []
+        history += [m for item in self.items if (m := item.message()) is not None]
+        return history
