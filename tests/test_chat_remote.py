@@ -113,7 +113,7 @@ def test_image_attachment_reaches_the_server(omni, server, clip, tmp_path):
         (500, "application/json", b'{"error": {"message": "talker crashed"}}', False, "server answered 500: talker crashed"),
         (400, "application/json", b'{"detail": "Invalid audio format"}', False, "server answered 400: Invalid audio format"),
         (200, "text/event-stream", None, True, "broke off"),
-        (200, "text/event-stream", "no-done", False, "ended before [DONE]"),
+        (200, "text/event-stream", "no-done", False, "ended before it was complete"),
     ],
 )
 def test_server_failures_leave_no_file(omni, server, clip, tmp_path, status, content_type, payload, cut, needle):

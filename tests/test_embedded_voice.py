@@ -45,8 +45,9 @@ def test_speed_changes_tempo_not_pitch():
     assert 0.44 < len(fast) / len(normal) < 0.56
     slow = synthesize(text, speed=0.5)
     assert 1.8 < len(slow) / len(normal) < 2.2
-    # Speeding up by resampling would double the pitch; a tempo change keeps it within noise.
-    assert abs(_pitch(fast) - _pitch(normal)) / _pitch(normal) < 0.25
+    # Speeding up by resampling would double the pitch (ratio 2); a tempo change keeps it near 1.
+    # The estimate is rough (voiced frames by autocorrelation), hence the wide margin.
+    assert 0.67 < _pitch(fast) / _pitch(normal) < 1.5
 
 
 def _pitch(samples: np.ndarray) -> float:

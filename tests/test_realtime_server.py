@@ -256,3 +256,24 @@ def test_realtime_auth_by_header_or_subprotocol(keyed_server):
         return refused.value.response.status_code
 
     assert asyncio.run(run()) == 403
+
+
+def test_a_pause_before_the_commit_is_used_to_hear_the_turn(omni_server, question):
+    """Speech, a pause, then commit: the transcript comes with the commit, before any response."""
+    async def run():
+        raw = await raw_session(omni_server)
+        audio = np.concatenate([question, np.zeros(12000, dtype=np.float32)])
+        for start in range(0, len(audio), 2400):
+            await raw.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 2400])})
+        await asyncio.sleep(1.0)
+        await raw.send({"type": "input_audio_buffer.commit"})
+        committed = await raw.until("input_audio_buffer.committed")
+        heard = await raw.until("conversation.item.input_audio_transcription.completed", timeout=10)
+        kinds = [e["type"] for e in raw.seen]
+        await raw.ws.close()
+        return committed, heard, kinds
+
+    committed, heard, kinds = asyncio.run(run())
+    assert heard["item_id"] == committed["item_id"]
+    assert wer(QUESTION, heard["transcript"]) < 0.3
+    assert "response.created" not in kinds

@@ -11,6 +11,7 @@ from collections import deque
 
 import numpy as np
 
+from omnicli.audio.devices import find_device, sounddevice
 from omnicli.audio.resampler import StreamResampler
 from omnicli.engine.base import SPEECH_RATE
 from omnicli.errors import AudioDeviceError
@@ -19,25 +20,13 @@ _PREBUFFER_SECONDS = 0.1
 _TAIL_PADDING_SECONDS = 0.1  # devices drop the last few ms of a stream; pad so speech is not cut
 
 
-def _sounddevice():
-    try:
-        import sounddevice
-    except OSError as exc:  # PortAudio library missing
-        raise AudioDeviceError(f"cannot load PortAudio for playback: {exc}") from exc
-    return sounddevice
-
-
 class Player:
     """`continuous=True` (a conversation): the device runs from the start and plays silence
     between answers; `flush()` drops what has not been heard yet (barge-in)."""
 
     def __init__(self, device: str | int | None = None, rate: int = SPEECH_RATE, *, continuous: bool = False) -> None:
-        sd = _sounddevice()
-        try:
-            info = sd.query_devices(device, "output")
-        except (sd.PortAudioError, ValueError) as exc:
-            which = "no audio output device is available" if device is None else f"no output device {device!r}"
-            raise AudioDeviceError(f"{which} ({exc}); is a sound server running?") from exc
+        sd = sounddevice()
+        info = find_device(device, "output")
         try:
             self.device_rate = int(info["default_samplerate"])
             sd.check_output_settings(device, samplerate=self.device_rate, channels=1, dtype="float32")
@@ -108,7 +97,7 @@ class Player:
         out[filled:] = 0.0
         if finished:
             self._done.set()
-            raise _sounddevice().CallbackStop
+            raise sounddevice().CallbackStop
 
     async def finish(self) -> None:
         """Play what is buffered to the end, then close the device."""

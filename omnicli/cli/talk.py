@@ -35,9 +35,9 @@ def talk(
     from omnicli.config import resolve_connection
 
     if list_devices:
-        from omnicli.audio.player import _sounddevice
+        from omnicli.audio.devices import sounddevice
 
-        print(_sounddevice().query_devices())
+        print(sounddevice().query_devices())
         return
     if vad not in (None, "client", "server"):
         raise UsageError(f"--vad must be 'client' or 'server', got {vad!r}")

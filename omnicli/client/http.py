@@ -54,3 +54,30 @@ async def raise_for_status(response: httpx.Response) -> None:
 
 def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
+
+
+async def sse_json(response: httpx.Response, *, ends_with: str | None = None) -> AsyncIterator[dict]:
+    """The JSON payloads of a server-sent event stream, until `[DONE]` or an event of type
+    `ends_with`. An `error` payload, a line that is not JSON, or a stream that just stops
+    (a dropped connection looks like that) is a ServerError."""
+    from httpx_sse import EventSource
+
+    async for event in EventSource(response).aiter_sse():
+        if event.data.strip() == "[DONE]":
+            return
+        try:
+            payload = json.loads(event.data)
+        except ValueError as exc:
+            raise ServerError(f"the server sent an event that is not JSON: {event.data[:80]!r}") from exc
+        if not isinstance(payload, dict):
+            raise ServerError(f"the server sent an event that is not an object: {event.data[:80]!r}")
+        if payload.get("type") == "error" or "error" in payload:
+            error = payload.get("error", payload)
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise ServerError(f"the server reported an error mid-stream: {message}")
+        if event.event and "type" not in payload:
+            payload["type"] = event.event
+        if ends_with is not None and payload.get("type") == ends_with:
+            return
+        yield payload
+    raise ServerError("the server's stream ended before it was complete")

@@ -5,7 +5,6 @@ resampled to the engine contract's 24 kHz; the caller encodes once, in the forma
 """
 
 import base64
-import json
 from collections.abc import AsyncIterator
 
 import httpx
@@ -13,7 +12,7 @@ import httpx
 from omnicli.audio.formats import decode
 from omnicli.audio.resampler import StreamResampler
 from omnicli.audio.wavstream import WavStreamDecoder
-from omnicli.client.http import raise_for_status, translated_errors
+from omnicli.client.http import raise_for_status, sse_json, translated_errors
 from omnicli.client import chat_wire
 from omnicli.engine.base import (
     SPEECH_RATE,
@@ -153,23 +152,11 @@ class RemoteEngine:
             yield piece
 
     async def _chat_streamed(self, body: dict):
-        from httpx_sse import EventSource
-
         async with self._client.stream("POST", "/v1/chat/completions", json=body) as response:
             await raise_for_status(response)
-            async for event in EventSource(response).aiter_sse():
-                if event.data.strip() == "[DONE]":
-                    return
-                try:
-                    chunk = json.loads(event.data)
-                except ValueError as exc:
-                    raise ServerError(f"the server sent an event that is not JSON: {event.data[:80]!r}") from exc
-                if "error" in chunk:
-                    error = chunk["error"]
-                    raise ServerError(f"the server reported an error mid-stream: {error.get('message', error) if isinstance(error, dict) else error}")
+            async for chunk in sse_json(response):
                 for piece in _read(chat_wire.read_chunk, chunk):
                     yield piece
-        raise ServerError("the server's chat stream ended before [DONE]")
 
     async def _default_model(self) -> str:
         """The server's first model: omni serve and vLLM-Omni serve one; OpenAI needs --model."""
@@ -221,26 +208,9 @@ def _expect_audio(response: httpx.Response) -> None:
 
 async def _sse_audio(response: httpx.Response) -> AsyncIterator[bytes]:
     """Audio bytes from `speech.audio.delta` events, until `speech.audio.done` or [DONE]."""
-    from httpx_sse import EventSource
-
-    async for event in EventSource(response).aiter_sse():
-        if event.data.strip() == "[DONE]":
-            return
-        try:
-            payload = json.loads(event.data)
-        except ValueError as exc:
-            raise ServerError(f"the server sent an event that is not JSON: {event.data[:80]!r}") from exc
-        kind = payload.get("type") or event.event
-        if kind == "speech.audio.delta":
-            audio = payload.get("audio") or payload.get("delta") or ""
-            yield base64.b64decode(audio)
-        elif kind == "speech.audio.done":
-            return
-        elif kind == "error" or "error" in payload:
-            error = payload.get("error", payload)
-            message = error.get("message") if isinstance(error, dict) else error
-            raise ServerError(f"the server reported an error mid-stream: {message}")
-    raise ServerError("the server's stream ended before speech.audio.done")
+    async for event in sse_json(response, ends_with="speech.audio.done"):
+        if event.get("type") == "speech.audio.delta":
+            yield base64.b64decode(event.get("audio") or event.get("delta") or "")
 
 
 def _parse_voices(payload) -> list[Voice]:

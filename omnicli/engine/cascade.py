@@ -8,6 +8,7 @@ Leaving the consumer loop (done, error, cancel) stops every stage, the LLM threa
 """
 
 import asyncio
+import functools
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ def decode_for_asr(part: AudioPart):
 
 async def transcribe(engine, samples, language: str | None, stage: StageMetrics) -> Transcript:
     with Timer(stage):
-        transcript = await engine.asr_queue.run(engine.asr.transcribe, samples, language)
+        transcript = await engine.asr_queue.run(functools.partial(engine.asr.transcribe, samples, language, quick=True))
     stage.audio_seconds += transcript.seconds
     stage.output()
     return transcript

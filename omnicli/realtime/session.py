@@ -101,6 +101,11 @@ class RealtimeSession:
         self._speech_item_id: str | None = None
         self._response: asyncio.Task | None = None
         self._closed = False
+        self._early = None
+        if hasattr(engine, "asr") and hasattr(engine, "asr_queue"):
+            from omnicli.realtime.early_asr import EarlyTranscriber
+
+            self._early = EarlyTranscriber(engine)
 
     # ---- transport side ------------------------------------------------------------------
 
@@ -123,6 +128,8 @@ class RealtimeSession:
 
     async def close(self) -> None:
         self._closed = True
+        if self._early is not None:
+            self._early.reset()
         await self._cancel_response("client_cancelled")
 
     async def emit(self, kind: str, **fields) -> None:
@@ -208,9 +215,12 @@ class RealtimeSession:
         if len(self.buffer) + len(data) > MAX_BUFFER_BYTES:
             raise EventError("the input audio buffer may hold at most 64 MiB; commit or clear it", "buffer_full")
         self.buffer.extend(data)
+        samples = pcm16_to_float(data)
+        if self._early is not None:
+            self._early.hear(samples, self.buffer)
         detection = self._turn_detection()
         if detection:
-            await self._detect_turns(detection, pcm16_to_float(data))
+            await self._detect_turns(detection, samples)
 
     async def _detect_turns(self, detection: dict, samples: np.ndarray) -> None:
         from omnicli.audio.vad import TurnDetector
@@ -255,18 +265,29 @@ class RealtimeSession:
         await self._commit(new_id("item"))
 
     async def _commit(self, item_id: str) -> None:
-        samples = pcm16_to_float(bytes(self.buffer))
+        pcm = bytes(self.buffer)
+        samples = pcm16_to_float(pcm)
         self._buffer_start_ms += len(samples) * 1000 // RATE
         self.buffer.clear()
+        heard = await self._early.take(pcm) if self._early is not None else None
         wire = {"id": item_id, "type": "message", "object": "realtime.item", "role": "user", "status": "completed",
-                "content": [{"type": "input_audio", "transcript": None}]}
-        previous = self.conversation.insert(Item(wire, audio=samples))
+                "content": [{"type": "input_audio", "transcript": heard}]}
+        item = Item(wire, audio=samples if heard is None else None, transcript=heard)
+        previous = self.conversation.insert(item)
         await self.emit("input_audio_buffer.committed", item_id=item_id, previous_item_id=previous)
         await self._announce_item(wire, previous)
+        if heard is not None:
+            await self._heard(item, heard, len(samples) / RATE)
+
+    async def _heard(self, item: Item, transcript: str, seconds: float) -> None:
+        await self.emit("conversation.item.input_audio_transcription.completed", item_id=item.id,
+                        content_index=0, transcript=transcript, usage={"type": "duration", "seconds": seconds})
 
     async def on_input_audio_buffer_clear(self, event: dict) -> None:
         self._buffer_start_ms += len(self.buffer) // 2 * 1000 // RATE
         self.buffer.clear()
+        if self._early is not None:
+            self._early.reset()
         await self.emit("input_audio_buffer.cleared")
 
     # ---- conversation items --------------------------------------------------------------
@@ -389,8 +410,7 @@ class RealtimeSession:
                         user = unheard.pop(0)
                         user.transcript = heard
                         user.wire["content"][0]["transcript"] = heard
-                        await self.emit("conversation.item.input_audio_transcription.completed", item_id=user.id,
-                                        content_index=0, transcript=heard, usage={"type": "duration", "seconds": len(user.audio) / RATE})
+                        await self._heard(user, heard, len(user.audio) / RATE)
                         user.audio = None
                     case TextDelta(text=piece):
                         text.append(piece)

@@ -20,14 +20,10 @@ class Microphone:
     """A sounddevice input stream; its callback hands audio to the event loop."""
 
     def __init__(self, device: str | int | None = None) -> None:
-        from omnicli.audio.player import _sounddevice
+        from omnicli.audio.devices import find_device, sounddevice
 
-        sd = _sounddevice()
-        try:
-            info = sd.query_devices(device, "input")
-        except (sd.PortAudioError, ValueError) as exc:
-            which = "no audio input device is available" if device is None else f"no input device {device!r}"
-            raise AudioDeviceError(f"{which} ({exc}); is a sound server running?") from exc
+        sd = sounddevice()
+        info = find_device(device, "input")
         self.rate = self._usable_rate(sd, device, int(info["default_samplerate"]))
         self.name = info["name"]
         self._device = device
@@ -46,9 +42,9 @@ class Microphone:
         raise AudioDeviceError(f"the input device {device or '(default)'} cannot record mono PCM16 at any usual rate")
 
     async def start(self) -> None:
-        from omnicli.audio.player import _sounddevice
+        from omnicli.audio.devices import sounddevice
 
-        sd = _sounddevice()
+        sd = sounddevice()
         loop = asyncio.get_running_loop()
 
         def callback(indata, frames, time_info, status) -> None:

@@ -22,6 +22,7 @@ from omnicli.realtime.sources import FRAME_MS, RATE
 
 _ECHO_MARGIN = 2.0  # the user must be this much louder than the playback to get through
 _PREROLL_FRAMES = 300 // FRAME_MS
+_QUIET_SECONDS = 1.5  # headless: a busy server may still be reporting on audio it was sent
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class TalkClient:
         self._answer_mark = 0
         self._answer_samples = 0
         self._first_audio_seen = False
+        self._last_event_at = time.monotonic()
         self._playback_rms = 0.0
         self._commit_at: float | None = None
         self._speech_end_at: float | None = None
@@ -124,7 +126,8 @@ class TalkClient:
     async def _end_after_file(self, finished: asyncio.Event, stop: asyncio.Event) -> None:
         """Headless: once the file has been spoken and the last answer heard, we are done."""
         await finished.wait()
-        while self.awaiting_answer or self.responding or self._speaking or self.speaker.buffered_seconds > 0:
+        while (self.awaiting_answer or self.responding or self._speaking or self.speaker.buffered_seconds > 0
+               or not self.source.frames.empty() or time.monotonic() - self._last_event_at < _QUIET_SECONDS):
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.3)  # the device plays out its own buffer
         stop.set()
@@ -213,6 +216,7 @@ class TalkClient:
 
     async def _receive(self) -> None:
         async for event in self.transport.events():
+            self._last_event_at = time.monotonic()
             self.log.write("in", event)
             heard = dialects.read(event)
             match heard.kind:
