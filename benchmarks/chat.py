@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import io
 import statistics
-import threading
 import time
 
 import numpy as np

@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import io
 import socket
-import statistics
 import subprocess
 import sys
 import time

@@ -9,7 +9,6 @@ Usage: python benchmarks/talk.py
 
 import asyncio
 import json
-import statistics
 import tempfile
 import threading
 import time

@@ -3,10 +3,11 @@
 import asyncio
 import json
 
+import numpy as np
 import pytest
 import soundfile as sf
 
-from omnicli.engine.base import AudioDelta, ChatDone, ChatRequest, Message, TextDelta, TextPart
+from omnicli.engine.base import ChatDone, ChatRequest, Message, TextPart
 from omnicli.engine.embedded import EmbeddedEngine
 from speech_check import normalize, wer
 from test_embedded_voice import synthesize
@@ -134,3 +135,16 @@ def test_whisper_base_is_assembled_once_and_transcribes(tmp_path, monkeypatch):
     assert engine.loaded()["asr"] == str(tmp_path / "whisper-base")
     assert packaged.whisper_base() == tmp_path / "whisper-base"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["whisper-base"]
+
+
+@pytest.mark.parametrize("before, after", [(0.0, 0.5), (3.0, 3.0), (5.0, 1.0)])
+def test_quick_asr_hears_a_turn_wherever_it_sits_in_the_window(before, after):
+    """Conversation turns are read in a 10 s window; leading silence once made Whisper repeat
+    the sentence (push-to-talk pressed early)."""
+    from omnicli.audio.pcm import resample
+    from omnicli.engine.asr import WhisperASR
+
+    text = "How many days are there in a week?"
+    speech = resample(synthesize(text), 24000, 16000)
+    clip = np.concatenate([np.zeros(int(before * 16000)), speech, np.zeros(int(after * 16000))]).astype(np.float32)
+    assert wer(text, WhisperASR().transcribe(clip, "en", quick=True).text) < 0.2

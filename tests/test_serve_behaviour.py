@@ -12,7 +12,6 @@ import pytest
 import soundfile as sf
 
 from conftest import start_server
-from test_speak_cli import TEXT
 
 
 @pytest.fixture(scope="module")

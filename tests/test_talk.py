@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from conftest import start_server
 from pulse import RATE as PULSE_RATE
 from speech_check import trim_silence, wer
 from test_embedded_voice import synthesize

@@ -21,8 +21,8 @@ _TAIL_PADDING_SECONDS = 0.1  # devices drop the last few ms of a stream; pad so 
 
 
 class Player:
-    """`continuous=True` (a conversation): the device runs from the start and plays silence
-    between answers; `flush()` drops what has not been heard yet (barge-in)."""
+    """`continuous=True` (a conversation): once started the device plays silence between
+    answers; `flush()` drops what has not been heard yet (barge-in)."""
 
     def __init__(self, device: str | int | None = None, rate: int = SPEECH_RATE, *, continuous: bool = False) -> None:
         sd = sounddevice()
@@ -51,7 +51,10 @@ class Player:
         self.played_frames = 0
         """Frames handed to the device so far (silence between answers not counted)."""
         self._done = threading.Event()
-        if continuous:
+
+    def start(self) -> None:
+        """Run the device now (a conversation's speaker plays silence until there is speech)."""
+        if not self._started:
             self._started = True
             self._stream.start()
 

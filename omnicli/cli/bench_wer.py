@@ -47,7 +47,7 @@ def bench_wer(
 
     from omnicli.bench.dataset import load_dataset
     from omnicli.bench.journal import Journal
-    from omnicli.bench.runner import BenchOptions, run_bench
+    from omnicli.bench.runner import BenchOptions
     from omnicli.bench.scoring import summarize
     from omnicli.config import resolve_connection
     from omnicli.engine.asr import WhisperASR

@@ -37,6 +37,16 @@ def _looks_looped(text: str) -> bool:
     return len(data) > 24 and len(data) / len(zlib.compress(data)) > 2.4
 
 
+def _trim_silence(samples: np.ndarray, margin: float = 0.2) -> np.ndarray:
+    """The clip from just before its first loud sample to just after its last."""
+    peak = float(np.max(np.abs(samples))) if len(samples) else 0.0
+    loud = np.flatnonzero(np.abs(samples) > 0.05 * peak) if peak > 0 else []
+    if len(loud) == 0:
+        return samples
+    pad = int(margin * ASR_RATE)
+    return samples[max(0, loud[0] - pad) : loud[-1] + pad]
+
+
 def resolve_asr_model(name: str | None) -> str:
     if name in (None, "", "tiny.en", "tiny"):
         return str(packaged.whisper_tiny_en())
@@ -97,6 +107,7 @@ class WhisperASR:
         import ctranslate2
         from faster_whisper.tokenizer import Tokenizer
 
+        samples = _trim_silence(samples)  # speech late in the window makes Whisper repeat itself
         window = np.zeros(SHORT_WINDOW_SECONDS * ASR_RATE, dtype=np.float32)
         window[: len(samples)] = samples
         features = model.feature_extractor(window)[:, : SHORT_WINDOW_SECONDS * 100]

@@ -182,7 +182,7 @@ class RealtimeSession:
         for unsupported in ("tools", "tool_choice", "tracing", "prompt", "include", "truncation", "reasoning", "parallel_tool_calls"):
             update.pop(unsupported, None)
         audio = update.get("audio") or {}
-        audio_in, audio_out = audio.get("input") or {}, audio.get("output") or {}
+        audio_in = audio.get("input") or {}
         for dropped in ("transcription", "noise_reduction"):
             audio_in.pop(dropped, None)
         if "turn_detection" in audio_in:

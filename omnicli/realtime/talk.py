@@ -45,6 +45,9 @@ class FileSpeaker:
     def write(self, samples: np.ndarray) -> None:
         self.played_frames += len(samples)
 
+    def start(self) -> None:
+        pass
+
     def flush(self) -> None:
         pass
 
@@ -105,6 +108,7 @@ class TalkClient:
             from omnicli.audio.vad import TurnDetector
 
             self._detector = TurnDetector(RATE, silence_ms=500)
+        self.speaker.start()  # after the models loaded: a busy CPU makes the device underrun
         await self.source.start()
         tasks = [asyncio.create_task(self._receive()), asyncio.create_task(self._listen())]
         finished = getattr(self.source, "finished", None)

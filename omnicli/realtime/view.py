@@ -40,7 +40,7 @@ class TalkView:
             body.append("omni: ", style="bold green")
             body.append(self.answer + "\n")
         if self.latencies:
-            body.append(f"last turn: {self.latencies[-1] * 1000:.0f} ms to first audio", style="dim")
+            body.append(f"last turn: {self.latencies[-1] * 1000:.0f} ms from end of speech to first audio", style="dim")
         return Panel(body, title="omni talk", subtitle="Ctrl-C to quit")
 
     def _refresh(self) -> None:
