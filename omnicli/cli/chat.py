@@ -68,9 +68,9 @@ def chat(
     if json_output and output_audio == "-":
         raise UsageError("--json prints to stdout; write the audio to a file with -o PATH")
 
-    from omnicli.cli.engines import open_chat_engine
+    from omnicli.cli.engines import open_engine
 
-    engine = open_chat_engine(connection, stream=not no_stream, llm=llm, asr_model=asr_model)
+    engine = open_engine(connection, chat_stream=not no_stream, llm=llm, asr_model=asr_model)
     session = ChatSession(
         engine,
         system=system if system is not None else (DEFAULT_SYSTEM if not connection.server else None),

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import binascii
 import copy
+import functools
 import json
 import logging
 import time
@@ -53,6 +54,15 @@ def _pcm_format_ok(fmt) -> bool:
     if isinstance(fmt, str):
         return fmt in ("pcm16", "audio/pcm")
     return fmt.get("type") in ("audio/pcm", "pcm16") and fmt.get("rate", RATE) == RATE
+
+
+@functools.cache
+def _client_events():
+    """The schema of every client event; built once (building it costs ~100 ms)."""
+    from openai.types.realtime import RealtimeClientEvent
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(RealtimeClientEvent)
 
 
 def _check_formats(session) -> None:
@@ -146,8 +156,7 @@ class RealtimeSession:
 
     @staticmethod
     def _parse(text: str) -> dict:
-        from pydantic import TypeAdapter, ValidationError
-        from openai.types.realtime import RealtimeClientEvent
+        from pydantic import ValidationError
 
         try:
             raw = json.loads(text)
@@ -160,7 +169,7 @@ class RealtimeSession:
         if raw["type"] == "session.update":
             _check_formats(raw.get("session"))  # before the schema, which knows only 24 kHz
         try:
-            TypeAdapter(RealtimeClientEvent).validate_python(raw)
+            _client_events().validate_python(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"][1:] if not str(p).startswith(("Realtime", "Conversation")))

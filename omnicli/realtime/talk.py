@@ -114,16 +114,16 @@ class TalkClient:
         finished = getattr(self.source, "finished", None)
         if finished is not None:
             tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
+        stopper = asyncio.create_task(stop.wait())
         try:
-            stopper = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 if task is not stopper and task.exception():
                     raise task.exception()
         finally:
-            for task in tasks:
+            for task in (*tasks, stopper):
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, stopper, return_exceptions=True)
             await self.source.stop()
             await self.transport.close()
 
