@@ -63,7 +63,7 @@ def sequential(engine, wav: bytes) -> dict:
 
     start = time.perf_counter()
     samples, rate = decode(wav)
-    heard = engine.asr.transcribe(resample(samples, rate, 16000)).text
+    heard = engine.asr.transcribe(resample(samples, rate, 16000), quick=True).text  # as the cascade hears turns
     llm = engine.thinker.load()
     generated = time.perf_counter()
     answer = llm.create_chat_completion(

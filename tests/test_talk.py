@@ -167,3 +167,60 @@ def test_barge_in_truncates_at_what_the_speaker_played(pulse, tmp_path):
     end = loud[gaps[0]] if len(gaps) else loud[-1]
     sink_ms = (end - start) * 1000 / PULSE_RATE
     assert abs(truncate["event"]["audio_end_ms"] - sink_ms) < 400, (truncate["event"]["audio_end_ms"], sink_ms)
+
+
+BETA_ANSWER = "The weather is lovely today."
+
+
+@pytest.fixture
+def beta_server(tmp_path):
+    """A realtime server that speaks the OpenAI beta spellings (response.audio.delta, ...), with
+    the audio in an `audio` field and a sample rate as vLLM-Omni's legacy path sends it."""
+    import asyncio
+    import base64
+    import threading
+
+    import websockets
+    from websockets.asyncio.server import serve
+
+    answer = synthesize(BETA_ANSWER)
+    pcm16k = (np.clip(__import__("soxr").resample(answer, 24000, 16000), -1, 1) * 32767).astype("<i2").tobytes()
+    ready, state = threading.Event(), {}
+
+    async def handler(ws):
+        await ws.send(json.dumps({"type": "session.created", "session": {}}))
+        async for message in ws:
+            event = json.loads(message)
+            if event["type"] != "response.create":
+                continue
+            await ws.send(json.dumps({"type": "response.created", "response": {"id": "resp_1"}}))
+            await ws.send(json.dumps({"type": "response.output_item.added", "item": {"id": "item_1"}}))
+            for word in BETA_ANSWER.split(" "):
+                await ws.send(json.dumps({"type": "response.audio_transcript.delta", "item_id": "item_1", "delta": word + " "}))
+            for start in range(0, len(pcm16k), 6400):
+                await ws.send(json.dumps({"type": "response.audio.delta", "item_id": "item_1", "sample_rate_hz": 16000,
+                                          "audio": base64.b64encode(pcm16k[start:start + 6400]).decode()}))
+            await ws.send(json.dumps({"type": "response.done", "response": {"id": "resp_1", "status": "completed"}}))
+
+    def run():
+        async def main():
+            async with serve(handler, "127.0.0.1", 0) as server:
+                state["port"] = server.sockets[0].getsockname()[1]
+                ready.set()
+                await asyncio.Future()
+        asyncio.run(main())
+
+    threading.Thread(target=run, daemon=True).start()
+    ready.wait(10)
+    return f"http://127.0.0.1:{state['port']}"
+
+
+def test_talk_reads_the_beta_and_legacy_spellings(omni, beta_server, tmp_path, judge):
+    question = tmp_path / "q.wav"
+    sf.write(str(question), np.concatenate([synthesize(QUESTIONS[0]), np.zeros(12000, np.float32)]), 24000)
+    said = tmp_path / "said.wav"
+    result = omni("talk", "--server", beta_server, "--input-file", str(question), "--output-file", str(said))
+    assert result.returncode == 0, result.stderr
+    assert BETA_ANSWER in result.stderr.decode()
+    samples, rate = sf.read(str(said), dtype="float32")
+    assert rate == 24000 and judge.wer_of(BETA_ANSWER, samples, rate) < 0.2
