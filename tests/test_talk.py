@@ -172,54 +172,97 @@ def test_barge_in_truncates_at_what_the_speaker_played(pulse, tmp_path):
 BETA_ANSWER = "The weather is lovely today."
 
 
-@pytest.fixture
-def beta_server(tmp_path):
-    """A realtime server that speaks the OpenAI beta spellings (response.audio.delta, ...), with
-    the audio in an `audio` field and a sample rate as vLLM-Omni's legacy path sends it."""
+def serve_websocket(handler) -> str:
+    """Run a websockets server on a loopback port in a thread; its http:// URL."""
     import asyncio
-    import base64
     import threading
 
-    import websockets
     from websockets.asyncio.server import serve
 
-    answer = synthesize(BETA_ANSWER)
-    pcm16k = (np.clip(__import__("soxr").resample(answer, 24000, 16000), -1, 1) * 32767).astype("<i2").tobytes()
     ready, state = threading.Event(), {}
-
-    async def handler(ws):
-        await ws.send(json.dumps({"type": "session.created", "session": {}}))
-        async for message in ws:
-            event = json.loads(message)
-            if event["type"] != "response.create":
-                continue
-            await ws.send(json.dumps({"type": "response.created", "response": {"id": "resp_1"}}))
-            await ws.send(json.dumps({"type": "response.output_item.added", "item": {"id": "item_1"}}))
-            for word in BETA_ANSWER.split(" "):
-                await ws.send(json.dumps({"type": "response.audio_transcript.delta", "item_id": "item_1", "delta": word + " "}))
-            for start in range(0, len(pcm16k), 6400):
-                await ws.send(json.dumps({"type": "response.audio.delta", "item_id": "item_1", "sample_rate_hz": 16000,
-                                          "audio": base64.b64encode(pcm16k[start:start + 6400]).decode()}))
-            await ws.send(json.dumps({"type": "response.done", "response": {"id": "resp_1", "status": "completed"}}))
 
     def run():
         async def main():
-            async with serve(handler, "127.0.0.1", 0) as server:
+            async with serve(handler, "127.0.0.1", 0, max_size=None) as server:
                 state["port"] = server.sockets[0].getsockname()[1]
                 ready.set()
                 await asyncio.Future()
         asyncio.run(main())
 
     threading.Thread(target=run, daemon=True).start()
-    ready.wait(10)
+    assert ready.wait(10)
     return f"http://127.0.0.1:{state['port']}"
 
 
-def test_talk_reads_the_beta_and_legacy_spellings(omni, beta_server, tmp_path, judge):
+def pcm16_b64(samples: np.ndarray, rate: int) -> list[str]:
+    """The answer as base64 PCM16 pieces of 0.2 s at `rate`."""
+    import base64
+
+    import soxr
+
+    pcm = (np.clip(soxr.resample(samples, 24000, rate), -1, 1) * 32767).astype("<i2").tobytes()
+    step = rate // 5 * 2
+    return [base64.b64encode(pcm[i:i + step]).decode() for i in range(0, len(pcm), step)]
+
+
+@pytest.fixture(scope="module")
+def answer_audio() -> np.ndarray:
+    return synthesize(BETA_ANSWER)
+
+
+def test_talk_reads_the_beta_spellings(omni, tmp_path, judge, answer_audio):
+    """OpenAI beta: response.audio.delta / response.audio_transcript.delta, audio at 16 kHz."""
+    async def beta(ws):
+        await ws.send(json.dumps({"type": "session.created", "session": {}}))
+        async for message in ws:
+            if json.loads(message)["type"] != "response.create":
+                continue
+            await ws.send(json.dumps({"type": "response.created", "response": {"id": "resp_1"}}))
+            await ws.send(json.dumps({"type": "response.output_item.added", "item": {"id": "item_1"}}))
+            for word in BETA_ANSWER.split(" "):
+                await ws.send(json.dumps({"type": "response.audio_transcript.delta", "item_id": "item_1", "delta": word + " "}))
+            for piece in pcm16_b64(answer_audio, 16000):
+                await ws.send(json.dumps({"type": "response.audio.delta", "item_id": "item_1", "sample_rate_hz": 16000, "delta": piece}))
+            await ws.send(json.dumps({"type": "response.done", "response": {"id": "resp_1", "status": "completed"}}))
+
+    check_answer_from(omni, serve_websocket(beta), tmp_path, judge)
+
+
+def test_talk_speaks_vllm_omnis_legacy_path(omni, tmp_path, judge, answer_audio):
+    """vLLM-Omni <= 0.30: no greeting, session.update {model} first, 16 kHz appends, commit
+    {final} starts the answer, transcription.delta and audio in an `audio` field, no response.*."""
+    heard = {}
+
+    async def legacy(ws):
+        received = bytearray()
+        first = json.loads(await ws.recv())
+        heard["first"] = first
+        async for message in ws:
+            event = json.loads(message)
+            if event["type"] == "input_audio_buffer.append":
+                received.extend(__import__("base64").b64decode(event["audio"]))
+            elif event["type"] == "input_audio_buffer.commit" and event.get("final") is False:
+                heard["seconds_at_16k"] = len(received) / 2 / 16000
+                for word in BETA_ANSWER.split(" "):
+                    await ws.send(json.dumps({"type": "transcription.delta", "delta": word + " "}))
+                for piece in pcm16_b64(answer_audio, 16000):
+                    await ws.send(json.dumps({"type": "response.output_audio.delta", "audio": piece,
+                                              "format": "pcm16", "sample_rate_hz": 16000}))
+                await ws.send(json.dumps({"type": "transcription.done", "text": BETA_ANSWER}))
+                await ws.send(json.dumps({"type": "response.output_audio.done"}))
+
+    url = serve_websocket(legacy)
+    check_answer_from(omni, url, tmp_path, judge, "--model", "Qwen/Qwen3-Omni-30B-A3B-Instruct")
+    assert heard["first"] == {"type": "session.update", "model": "Qwen/Qwen3-Omni-30B-A3B-Instruct"}
+    spoken = len(synthesize(QUESTIONS[0])) / 24000
+    assert 0.7 * spoken < heard["seconds_at_16k"] < 1.0 * spoken + 1.0  # 16 kHz, not 24 kHz
+
+
+def check_answer_from(omni, url, tmp_path, judge, *extra):
     question = tmp_path / "q.wav"
     sf.write(str(question), np.concatenate([synthesize(QUESTIONS[0]), np.zeros(12000, np.float32)]), 24000)
     said = tmp_path / "said.wav"
-    result = omni("talk", "--server", beta_server, "--input-file", str(question), "--output-file", str(said))
+    result = omni("talk", "--server", url, "--input-file", str(question), "--output-file", str(said), *extra)
     assert result.returncode == 0, result.stderr
     assert BETA_ANSWER in result.stderr.decode()
     samples, rate = sf.read(str(said), dtype="float32")

@@ -45,7 +45,7 @@ def talk(
     connection = resolve_connection(server, api_key)
     from omnicli.realtime.talk import TalkOptions
 
-    options = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice)
+    options = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model)
     code = asyncio.run(_talk(connection, options, input_file, output_file, transcript,
                              _device(input_device), _device(output_device), llm, asr_model, model))
     raise typer.Exit(code)

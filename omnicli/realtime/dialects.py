@@ -38,7 +38,7 @@ def read(event: dict) -> Heard:
         return Heard("answer_item", item_id=(event.get("item") or {}).get("id"))
     if kind == "response.done":
         return Heard("response_done", status=(event.get("response") or {}).get("status"))
-    if kind in ("response.output_audio.done", "response.audio.done", "transcription.done"):
+    if kind in ("response.output_audio.done", "response.audio.done"):
         return Heard("audio_done")
     if kind == "input_audio_buffer.speech_started":
         return Heard("speech_started", item_id=event.get("item_id"))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from omnicli.audio.pcm import float_to_pcm16, pcm16_to_float, resample
+from omnicli.audio.resampler import StreamResampler
 from omnicli.realtime import dialects
 from omnicli.realtime.sources import FRAME_MS, RATE
 
@@ -31,6 +32,13 @@ class TalkOptions:
     echo_gate: bool = True
     instructions: str | None = None
     voice: str | None = None
+    model: str | None = None
+
+
+LEGACY_RATE = 16000
+_GREETING_SECONDS = 1.5
+"""A GA server greets with session.created at once; one that stays silent is vLLM-Omni's legacy
+(<= 0.30) speech-to-text style path, which wants 16 kHz audio and `commit {final}`."""
 
 
 class FileSpeaker:
@@ -52,6 +60,13 @@ class FileSpeaker:
         pass
 
     def close(self) -> None:
+        pass
+
+
+async def _quietly(work) -> None:
+    try:
+        await work
+    except Exception:  # noqa: BLE001 - the connection may already be gone at the end
         pass
 
 
@@ -83,6 +98,9 @@ class TalkClient:
         self.turns: list[dict] = []
         """Per turn: seconds from end of speech and from commit to the first answer audio."""
         self.ptt_on = False
+        self.legacy = False
+        self._legacy_resampler = None
+        self._greeted = asyncio.Event()
         self._detector = None
         self._speaking = False
         self._preroll: deque = deque(maxlen=_PREROLL_FRAMES)
@@ -95,22 +113,20 @@ class TalkClient:
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.transport.open()
-        session: dict = {"type": "realtime", "output_modalities": ["audio"],
-                         "audio": {"input": {"format": {"type": "audio/pcm", "rate": RATE},
-                                             "turn_detection": {"type": "server_vad"} if self.options.turns == "server" else None},
-                                   "output": {"format": {"type": "audio/pcm", "rate": RATE}}}}
-        if self.options.instructions:
-            session["instructions"] = self.options.instructions
-        if self.options.voice:
-            session["audio"]["output"]["voice"] = self.options.voice
-        await self.send({"type": "session.update", "session": session})
+        tasks = [asyncio.create_task(self._receive())]
+        try:
+            await asyncio.wait_for(self._greeted.wait(), _GREETING_SECONDS)
+        except asyncio.TimeoutError:
+            self.legacy = True
+            self._legacy_resampler = StreamResampler(RATE, LEGACY_RATE)
+        await self._configure()
         if self.options.turns == "client":
             from omnicli.audio.vad import TurnDetector
 
             self._detector = TurnDetector(RATE, silence_ms=500)
         self.speaker.start()  # after the models loaded: a busy CPU makes the device underrun
         await self.source.start()
-        tasks = [asyncio.create_task(self._receive()), asyncio.create_task(self._listen())]
+        tasks.append(asyncio.create_task(self._listen()))
         finished = getattr(self.source, "finished", None)
         if finished is not None:
             tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
@@ -121,11 +137,27 @@ class TalkClient:
                 if task is not stopper and task.exception():
                     raise task.exception()
         finally:
+            if self.legacy:
+                await _quietly(self.send({"type": "input_audio_buffer.commit", "final": True}))
             for task in (*tasks, stopper):
                 task.cancel()
             await asyncio.gather(*tasks, stopper, return_exceptions=True)
             await self.source.stop()
             await self.transport.close()
+
+    async def _configure(self) -> None:
+        if self.legacy:
+            await self.send({"type": "session.update", "model": self.options.model})
+            return
+        session: dict = {"type": "realtime", "output_modalities": ["audio"],
+                         "audio": {"input": {"format": {"type": "audio/pcm", "rate": RATE},
+                                             "turn_detection": {"type": "server_vad"} if self.options.turns == "server" else None},
+                                   "output": {"format": {"type": "audio/pcm", "rate": RATE}}}}
+        if self.options.instructions:
+            session["instructions"] = self.options.instructions
+        if self.options.voice:
+            session["audio"]["output"]["voice"] = self.options.voice
+        await self.send({"type": "session.update", "session": session})
 
     async def _end_after_file(self, finished: asyncio.Event, stop: asyncio.Event) -> None:
         """Headless: once the file has been spoken and the last answer heard, we are done."""
@@ -192,11 +224,17 @@ class TalkClient:
             self._preroll.append(frame)
 
     async def _append(self, frame: np.ndarray) -> None:
+        if self._legacy_resampler is not None:
+            frame = self._legacy_resampler.process(frame)
         await self.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(float_to_pcm16(frame)).decode()})
 
     async def _commit_and_ask(self) -> None:
-        await self.send({"type": "input_audio_buffer.commit"})
-        await self.send({"type": "response.create"})
+        if self.legacy:  # the commit itself starts the generation there
+            await self.send({"type": "input_audio_buffer.commit", "final": False})
+            self.responding = True
+        else:
+            await self.send({"type": "input_audio_buffer.commit"})
+            await self.send({"type": "response.create"})
         self._commit_at = time.monotonic()
         self.awaiting_answer = True
         self.view.set_state("thinking")
@@ -204,11 +242,13 @@ class TalkClient:
     async def barge_in(self) -> None:
         """The user speaks over the answer: stop it where the listener stopped hearing it."""
         audible = self.speaker.buffered_seconds > 0
-        if not (audible or self.responding) or self.answer_item is None:
+        if not (audible or self.responding) or (self.answer_item is None and not self.legacy):
             return
         played = (self.speaker.played_frames - self._answer_mark) * RATE / self.speaker.device_rate
         played = int(min(max(played, 0), self._answer_samples))
         self.speaker.flush()
+        if self.legacy:
+            return  # no cancel or truncate on that path: flushing the speaker is all there is
         if self.responding and self.options.turns != "server":  # server VAD cancels by itself
             await self.send({"type": "response.cancel"})
         await self.send({"type": "conversation.item.truncate", "item_id": self.answer_item,
@@ -237,10 +277,11 @@ class TalkClient:
                     self._first_audio_seen = False
                     self.view.new_answer()
                 case "response_done":
-                    self.responding = False
-                    self.awaiting_answer = False
-                    self.view.answer_done(heard.status)
-                    self.view.set_state("listening")
+                    self._answer_finished(heard.status)
+                case "audio_done" if self.legacy:  # that path has no response.done
+                    self._answer_finished("completed")
+                case "session":
+                    self._greeted.set()
                 case "speech_started":
                     self._speaking = True
                     await self.barge_in()
@@ -252,6 +293,13 @@ class TalkClient:
                     self.view.problem(heard.text)
                     if "buffer is empty" in heard.text:
                         self.awaiting_answer = False
+
+    def _answer_finished(self, status: str | None) -> None:
+        self.responding = False
+        self.awaiting_answer = False
+        self._first_audio_seen = False
+        self.view.answer_done(status)
+        self.view.set_state("listening")
 
     def _play(self, heard: dialects.Heard) -> None:
         if heard.item_id is not None and heard.item_id == self.muted_item:
