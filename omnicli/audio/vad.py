@@ -89,15 +89,12 @@ class TurnDetector:
         self.speaking = False
         self._position_ms = 0
         self._run_ms = 0
-        self.level = 0.0
-        """Speech probability of the last chunk: lets a caller compare voice against playback."""
 
     def feed(self, samples: np.ndarray) -> list[TurnEvent]:
         events = []
         step = CHUNK * 1000 // VAD_RATE
         for prob in self.vad.probabilities(samples):
             self._position_ms += step
-            self.level = prob
             voiced = prob >= self.threshold if not self.speaking else prob >= self.threshold - 0.15
             if voiced != self.speaking:
                 self._run_ms += step

@@ -45,14 +45,6 @@ class Score:
     reference: str
     hypothesis: str
 
-    @property
-    def reference_words(self) -> int:
-        return self.substitutions + self.deletions + self.hits
-
-    @property
-    def errors(self) -> int:
-        return self.substitutions + self.deletions + self.insertions
-
 
 def score(reference: str, hypothesis: str, *, language: str | None = None, normalizer: str = "seed-tts") -> Score:
     import jiwer

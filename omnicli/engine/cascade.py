@@ -8,18 +8,14 @@ Leaving the consumer loop (done, error, cancel) stops every stage, the LLM threa
 """
 
 import asyncio
-import functools
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from omnicli.audio.formats import decode
-from omnicli.audio.pcm import resample
 from omnicli.engine import piper_voice
-from omnicli.engine.asr import ASR_RATE, Transcript
+from omnicli.engine.asr import Transcript
 from omnicli.engine.base import (
-    SPEECH_RATE,
-    AudioChunk,
     AudioDelta,
     AudioPart,
     ChatDelta,
@@ -56,17 +52,13 @@ def refuse_images(req: ChatRequest) -> None:
         )
 
 
-def decode_for_asr(part: AudioPart):
+async def transcribe(engine, part: AudioPart, stage: StageMetrics) -> Transcript:
     try:
         samples, rate = decode(part.data)
     except ValueError as exc:
         raise UsageError(f"the attached {part.format} audio cannot be decoded: {exc}") from exc
-    return resample(samples, rate, ASR_RATE)
-
-
-async def transcribe(engine, samples, language: str | None, stage: StageMetrics) -> Transcript:
     with Timer(stage):
-        transcript = await engine.asr_queue.run(functools.partial(engine.asr.transcribe, samples, language, quick=True))
+        transcript = await engine.transcribe(samples, rate, quick=True)
     stage.audio_seconds += transcript.seconds
     stage.output()
     return transcript
@@ -85,7 +77,7 @@ async def run_cascade(req: ChatRequest, engine) -> AsyncIterator[ChatDelta]:
             if isinstance(part, TextPart):
                 texts.append(part.text)
             elif isinstance(part, AudioPart):
-                heard = await transcribe(engine, decode_for_asr(part), None, stages["asr"])
+                heard = await transcribe(engine, part, stages["asr"])
                 yield TranscriptDelta(heard.text)
                 texts.append(heard.text)
         messages.append({"role": message.role, "content": "\n".join(t for t in texts if t)})
@@ -190,8 +182,7 @@ async def _talk(req, engine, voice_model, sentences: asyncio.Queue, out: asyncio
         ready = chunker.flush() if piece is None else chunker.feed(piece)
         for sentence in ready:
             with Timer(stage):
-                samples, rate = await engine.voice_queue.run(piper_voice.synthesize, voice, sentence, req.speed)
-            chunk = AudioChunk(resample(samples, rate, SPEECH_RATE), SPEECH_RATE, text=sentence)
+                chunk = await engine.say(voice, sentence, req.speed)
             stage.audio_seconds += chunk.seconds
             stage.output()
             await out.put(AudioDelta(chunk))

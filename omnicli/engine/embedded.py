@@ -4,6 +4,7 @@ Every model loads lazily, once per process; `loaded()` says what came from where
 """
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator
 
@@ -48,15 +49,20 @@ class EmbeddedEngine:
         model = piper_voice.resolve_voice(req.voice or self.default_voice)
         voice = await asyncio.to_thread(piper_voice.load, model)
         for sentence in split_sentences(req.text):
-            samples, rate = await self.voice_queue.run(piper_voice.synthesize, voice, sentence, req.speed)
-            yield AudioChunk(resample(samples, rate, SPEECH_RATE), SPEECH_RATE, text=sentence)
+            yield await self.say(voice, sentence, req.speed)
+
+    async def say(self, voice, sentence: str, speed: float) -> AudioChunk:
+        """One sentence in `voice` at the common 24 kHz: where all embedded speech is made."""
+        samples, rate = await self.voice_queue.run(piper_voice.synthesize, voice, sentence, speed)
+        return AudioChunk(resample(samples, rate, SPEECH_RATE), SPEECH_RATE, text=sentence)
 
     def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
         return run_cascade(req, self)
 
-    async def transcribe(self, samples, rate: int, *, language: str | None = None) -> Transcript:
+    async def transcribe(self, samples, rate: int, *, language: str | None = None, quick: bool = False) -> Transcript:
+        """`quick`: a conversation turn, read in a short window (see WhisperASR.transcribe)."""
         audio = resample(samples, rate, ASR_RATE)
-        return await self.asr_queue.run(self.asr.transcribe, audio, language)
+        return await self.asr_queue.run(functools.partial(self.asr.transcribe, audio, language, quick=quick))
 
     async def preload(self) -> None:
         """Load every model now (a server's start-up), so no request pays for loading."""

@@ -4,13 +4,11 @@ ready when the answer starts, so the answer does not wait for ASR (measured here
 the commit-to-first-audio time). New speech before the commit voids the early transcript."""
 
 import asyncio
-import functools
 
 import numpy as np
 
-from omnicli.audio.pcm import pcm16_to_float, resample
+from omnicli.audio.pcm import pcm16_to_float
 from omnicli.audio.vad import TurnDetector
-from omnicli.engine.asr import ASR_RATE
 from omnicli.realtime.conversation import RATE
 
 PAUSE_MS = 200
@@ -33,9 +31,7 @@ class EarlyTranscriber:
                 self._task = asyncio.create_task(self._transcribe(self._heard))
 
     async def _transcribe(self, pcm: bytes) -> str:
-        samples = resample(pcm16_to_float(pcm), RATE, ASR_RATE)
-        work = functools.partial(self.engine.asr.transcribe, samples, None, quick=True)
-        return (await self.engine.asr_queue.run(work)).text
+        return (await self.engine.transcribe(pcm16_to_float(pcm), RATE, quick=True)).text
 
     async def take(self, committed: bytes) -> str | None:
         """The transcript of `committed`, if it was heard early and only silence came after."""

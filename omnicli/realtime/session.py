@@ -112,7 +112,7 @@ class RealtimeSession:
         self._response: asyncio.Task | None = None
         self._closed = False
         self._early = None
-        if hasattr(engine, "asr") and hasattr(engine, "asr_queue"):
+        if hasattr(engine, "transcribe"):
             from omnicli.realtime.early_asr import EarlyTranscriber
 
             self._early = EarlyTranscriber(engine)

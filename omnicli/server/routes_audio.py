@@ -14,7 +14,7 @@ from omnicli.audio.formats import AudioFormat, decode, encode
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.audio.wavstream import streaming_wav_header
 from omnicli.engine.base import SPEECH_RATE, SpeechRequest
-from omnicli.engine.metrics import StageMetrics
+from omnicli.engine.metrics import StageMetrics, Timer
 from omnicli.protocol.speech import SpeechBody
 from omnicli.server.app import DISCONNECTED, error_body, until_disconnected
 
@@ -104,12 +104,12 @@ async def transcriptions(
         return JSONResponse(error_body("file holds no audio", param="file"), status_code=400)
     engine = request.app.state.engine
     stage = StageMetrics("asr")
-    transcript = await until_disconnected(request, engine.transcribe(samples, rate, language=language))
+    with Timer(stage):
+        transcript = await until_disconnected(request, engine.transcribe(samples, rate, language=language))
     if transcript is DISCONNECTED:
         return Response(status_code=499)
     stage.output()
-    stage.finish()
-    stage.busy_seconds, stage.audio_seconds = stage.finished - stage.started, transcript.seconds
+    stage.audio_seconds = transcript.seconds
     request.app.state.metrics.observe_stages({"asr": stage.as_dict()})
     if response_format == "text":
         return PlainTextResponse(transcript.text + "\n")
