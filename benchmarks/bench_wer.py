@@ -23,12 +23,13 @@ def main() -> None:
     from omnicli.audio.pcm import resample
     from omnicli.bench.dataset import load_dataset
     from omnicli.bench.runner import BenchOptions, run_bench
-    from omnicli.engine.asr import WhisperASR
+    from omnicli.engine.asr import LocalASR
     from omnicli.engine.base import SpeechRequest
-    from omnicli.engine.embedded import EmbeddedEngine
+    from omnicli.engine.staged import embedded_engine
 
     items = load_dataset(args.dataset, limit=args.limit).items
-    engine, asr = EmbeddedEngine(), WhisperASR()
+    judge = LocalASR()
+    engine, asr = embedded_engine(), judge.whisper
 
     async def synthesize_all():
         clips = []
@@ -54,7 +55,7 @@ def main() -> None:
     for concurrency in (1, 2, 4):
         records = []
         start = time.perf_counter()
-        asyncio.run(run_bench(items, engine, asr, BenchOptions(concurrency=concurrency), records.append))
+        asyncio.run(run_bench(items, engine, judge, BenchOptions(concurrency=concurrency), records.append))
         rate = len(records) / (time.perf_counter() - start) * 60
         print(f"{f'pipeline, concurrency {concurrency}':<26}{rate:>9.1f}{rate / slower:>15.2f}x")
     print(f"{len(items)} utterances of {Path(args.dataset).name}; goal: pipeline >= 0.8x the slower half")

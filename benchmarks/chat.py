@@ -63,8 +63,8 @@ def sequential(engine, wav: bytes) -> dict:
 
     start = time.perf_counter()
     samples, rate = decode(wav)
-    heard = engine.asr.transcribe(resample(samples, rate, 16000), quick=True).text  # as the cascade hears turns
-    llm = engine.thinker.load()
+    heard = engine.stages.asr.whisper.transcribe(resample(samples, rate, 16000), quick=True).text  # as the cascade hears turns
+    llm = engine.stages.thinker.load()
     generated = time.perf_counter()
     answer = llm.create_chat_completion(
         messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": heard}],
@@ -83,9 +83,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     runs = parser.parse_args().runs
 
-    from omnicli.engine.embedded import EmbeddedEngine
+    from omnicli.engine.staged import embedded_engine
 
-    engine = EmbeddedEngine()
+    engine = embedded_engine()
     wav = spoken_question()
     staged(engine, wav), sequential(engine, wav)  # load every model once, outside the timings
     a, b = [], []

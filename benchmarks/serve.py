@@ -18,6 +18,8 @@ import time
 import httpx
 import soundfile as sf
 
+from omnicli.bench.scoring import percentile
+
 SENTENCES = [line for line in """\
 The quick brown fox jumps over the lazy dog near the river bank.
 Please call Stella and ask her to bring these things with her from the store.
@@ -27,11 +29,6 @@ Our train leaves at seven forty five, so we should hurry to the station.
 A warm cup of tea can make a cold winter evening feel much shorter.
 He opened the window and listened to the birds singing in the garden.
 Turn left at the second traffic light and the museum is on your right.""".splitlines()]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def load(concurrency: int, requests: int, one_request) -> dict:
@@ -67,9 +64,9 @@ def main() -> None:
     requests = parser.parse_args().requests
 
     from omnicli.engine.base import SpeechRequest
-    from omnicli.engine.embedded import EmbeddedEngine
+    from omnicli.engine.staged import embedded_engine
 
-    engine = EmbeddedEngine()
+    engine = embedded_engine()
 
     async def in_process(text: str) -> float:
         return sum([c.seconds async for c in engine.speech(SpeechRequest(text=text))])

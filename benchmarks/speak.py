@@ -59,10 +59,10 @@ def main() -> None:
     runs = parser.parse_args().runs
 
     from omnicli.engine import piper_voice
-    from omnicli.engine.embedded import EmbeddedEngine
+    from omnicli.engine.staged import embedded_engine
 
     voice = piper_voice.load(piper_voice.default_voice())
-    engine = EmbeddedEngine()
+    engine = embedded_engine()
     piper_direct(voice), omni_engine(engine)  # warm both paths up
     piper_runs, omni_runs = [], []
     for _ in range(runs):  # interleaved, so machine noise hits both alike

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from omnicli.bench.scoring import percentile
+
 QUESTIONS = [
     "How many days are there in a week?", "What do cats like to eat?", "What color is the sky?",
     "Is it cold in winter?", "What is two plus two?", "Where do fish live?", "What do bees make?",
@@ -24,28 +26,23 @@ QUESTIONS = [
 ]
 
 
-def p(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def direct_stages(engine, clips) -> dict:
     """ASR, thinker first token and the first spoken chunk, each called directly, summed."""
     from omnicli.audio.pcm import resample
     from omnicli.engine import piper_voice
     from omnicli.engine.sentences import SentenceChunker
-    from omnicli.realtime.session import DEFAULT_INSTRUCTIONS
+    from omnicli.realtime.settings import DEFAULT_INSTRUCTIONS
 
     voice = piper_voice.load(piper_voice.default_voice())
     rows = []
     for clip in clips:
         start = time.perf_counter()
-        heard = engine.asr.transcribe(resample(clip, 24000, 16000), "en", quick=True).text
+        heard = engine.stages.asr.whisper.transcribe(resample(clip, 24000, 16000), "en", quick=True).text
         asr = time.perf_counter() - start
         start = time.perf_counter()
         chunker, first_text, sentence = SentenceChunker(), None, None
         messages = [{"role": "system", "content": DEFAULT_INSTRUCTIONS}, {"role": "user", "content": heard}]
-        for piece in engine.thinker.stream(messages, max_tokens=200, temperature=0.0, stop=threading.Event()):
+        for piece in engine.stages.thinker.generate(messages, max_tokens=200, temperature=0.0, stop=threading.Event()):
             first_text = first_text or time.perf_counter() - start
             ready = chunker.feed(piece)
             if ready:
@@ -62,13 +59,14 @@ def direct_stages(engine, clips) -> dict:
 
 def main() -> None:
     from omnicli.engine.base import SpeechRequest
-    from omnicli.engine.embedded import EmbeddedEngine
+    from omnicli.engine.staged import embedded_engine
     from omnicli.realtime.sources import FileVoice
-    from omnicli.realtime.talk import FileSpeaker, TalkClient, TalkOptions
+    from omnicli.realtime.speakers import FileSpeaker
+    from omnicli.realtime.talk import TalkClient, TalkOptions
     from omnicli.realtime.transport import LocalTransport
     from omnicli.realtime.view import EventLog
 
-    engine = EmbeddedEngine()
+    engine = embedded_engine()
 
     async def speak(text):
         return np.concatenate([c.samples async for c in engine.speech(SpeechRequest(text=text))])
@@ -116,14 +114,14 @@ def main() -> None:
 
     print(f"{len(complete)} of {len(QUESTIONS)} turns answered, in process, client VAD (500 ms of silence ends a turn)")
     print(f"{'measure, ms':<40}{'p50':>8}{'p90':>8}")
-    print(f"{'end of speech -> first answer sample':<40}{p(speech_to_audio, .5) * 1000:>8.0f}{p(speech_to_audio, .9) * 1000:>8.0f}")
-    print(f"{'commit -> first audio delta':<40}{p(commit_to_audio, .5) * 1000:>8.0f}{p(commit_to_audio, .9) * 1000:>8.0f}   goal p50 <= 700")
+    print(f"{'end of speech -> first answer sample':<40}{percentile(speech_to_audio, .5) * 1000:>8.0f}{percentile(speech_to_audio, .9) * 1000:>8.0f}")
+    print(f"{'commit -> first audio delta':<40}{percentile(commit_to_audio, .5) * 1000:>8.0f}{percentile(commit_to_audio, .9) * 1000:>8.0f}   goal p50 <= 700")
     for name, values in share.items():
-        print(f"{'  ' + name:<40}{p(values, .5) * 1000:>8.0f}{p(values, .9) * 1000:>8.0f}")
+        print(f"{'  ' + name:<40}{percentile(values, .5) * 1000:>8.0f}{percentile(values, .9) * 1000:>8.0f}")
     print("stages called directly (same clips):")
     for key, name in [("asr", "ASR"), ("first_sentence", "thinker, to first speakable text"), ("tts", "talker, first chunk"), ("sum", "sum")]:
         values = [r[key] for r in direct]
-        print(f"{'  ' + name:<40}{p(values, .5) * 1000:>8.0f}{p(values, .9) * 1000:>8.0f}")
+        print(f"{'  ' + name:<40}{percentile(values, .5) * 1000:>8.0f}{percentile(values, .9) * 1000:>8.0f}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,14 @@ class UsageError(OmniError):
     exit_code = 2
 
 
+class ContextWindowError(UsageError):
+    """The prompt does not fit the model's context window (a conversation may drop old turns)."""
+
+
+class UnsupportedError(OmniError):
+    """The engine or server cannot do what was asked (no such route, modality or feature)."""
+
+
 class ServerError(OmniError):
     """A server was unreachable, refused the request or answered something unusable."""
 

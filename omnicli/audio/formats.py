@@ -8,6 +8,7 @@ import io
 from enum import Enum
 from pathlib import Path
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.errors import UsageError
 
 
@@ -24,7 +25,7 @@ class AudioFormat(str, Enum):
 
 
 SUPPORTED_FORMATS = ", ".join(f.value for f in AudioFormat)
-PCM_RATE = 24000
+PCM_RATE = SPEECH_RATE
 """The rate of headerless `pcm` unless a caller says otherwise: the engines' common contract."""
 
 _CONTENT_TYPES = {

@@ -11,9 +11,9 @@ from collections import deque
 
 import numpy as np
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.devices import find_device, sounddevice
 from omnicli.audio.resampler import StreamResampler
-from omnicli.engine.base import SPEECH_RATE
 from omnicli.errors import AudioDeviceError
 
 _PREBUFFER_SECONDS = 0.1

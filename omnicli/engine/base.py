@@ -1,7 +1,8 @@
 """The one interface every command drives: an in-process engine or a server behind HTTP.
 
 Audio crosses it as float32 mono chunks at `SPEECH_RATE`, whichever engine made it, so callers
-never care where speech came from.
+never care where speech came from. `Engine` is the whole contract: what a caller may use is
+declared here, with a default where an engine may lack it, and never sniffed with `hasattr`.
 """
 
 from collections.abc import AsyncIterator
@@ -10,7 +11,11 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-SPEECH_RATE = 24000
+from omnicli.audio.chunk import SPEECH_RATE, AudioChunk
+from omnicli.errors import UnsupportedError
+
+__all__ = ["SPEECH_RATE", "AudioChunk", "Engine", "Transcript"]
+DEFAULT_MAX_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -24,18 +29,6 @@ class SpeechRequest:
     ref_audio: str | None = None
     """Reference audio for voice cloning, as a data URI or URL."""
     ref_text: str | None = None
-
-
-@dataclass
-class AudioChunk:
-    samples: np.ndarray
-    rate: int = SPEECH_RATE
-    text: str | None = None
-    """The sentence this chunk speaks, when the engine knows it."""
-
-    @property
-    def seconds(self) -> float:
-        return len(self.samples) / self.rate
 
 
 @dataclass(frozen=True)
@@ -84,7 +77,7 @@ class ChatRequest:
     modalities: tuple[str, ...] = ("text",)
     voice: str | None = None
     model: str | None = None
-    max_tokens: int = 256
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float = 0.7
     speed: float = 1.0
 
@@ -121,11 +114,53 @@ class ChatDone:
 ChatDelta = TextDelta | AudioDelta | TranscriptDelta | ChatDone
 
 
+@dataclass(frozen=True)
+class Transcript:
+    text: str
+    language: str | None
+    seconds: float
+    segments: list[dict] = field(default_factory=list)
+    """{start, end, text} per segment, where the recogniser gives them."""
+    words: list[dict] = field(default_factory=list)
+    """{start, end, word} per word, when asked for and given."""
+
+
 class Engine(Protocol):
-    def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]: ...
+    """Engines subclass this explicitly, so the defaults below apply where they have no answer."""
 
-    def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]: ...
+    name: str = "engine"
 
-    async def voices(self) -> list[Voice]: ...
+    def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        """Speak `req.text`: 24 kHz chunks as they are made."""
+        ...
 
-    async def aclose(self) -> None: ...
+    def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        """Answer the conversation: text (and speech) deltas, then exactly one ChatDone."""
+        ...
+
+    async def transcribe(
+        self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
+        words: bool = False,
+    ) -> Transcript:
+        """Hear float32 mono `samples`. `quick`: a conversation turn, where speed beats polish;
+        `words`: word timestamps too."""
+        raise UnsupportedError(f"the {self.name} engine cannot transcribe audio")
+
+    async def voices(self) -> list[Voice]:
+        return []
+
+    async def preload(self) -> None:
+        """Load every model now (a server's start-up), so no request pays for loading."""
+        return None
+
+    async def check(self) -> None:
+        """Fail fast, with one clear line, when the engine cannot work at all."""
+        return None
+
+    def loaded(self) -> dict[str, str]:
+        """What each part loaded, and from where (for --verbose)."""
+        return {}
+
+    async def aclose(self) -> None:
+        """Release connections and threads; the engine is not used afterwards."""
+        return None

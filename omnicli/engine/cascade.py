@@ -1,20 +1,17 @@
 """The staged chat pipeline: ASR -> thinker -> talker, streaming into each other.
 
-    [audio parts] -> ASR -> [prompt] -> thinker (tokens) -> talker (sentence chunker + Piper) -> 24 kHz
+    [audio parts] -> ASR -> [prompt] -> thinker (tokens) -> talker (speakable pieces) -> 24 kHz
 
-Each stage is a task; blocking inference runs in worker threads. Stages hand over through bounded
-asyncio queues, so the talker speaks the first sentence while the thinker writes the second.
-Leaving the consumer loop (done, error, cancel) stops every stage, the LLM thread included.
+The thinker and the talker are tasks handing over through bounded asyncio queues, so the talker
+speaks the first clause while the thinker writes the next. Leaving the consumer loop (done,
+error, cancel) stops every stage, the LLM's thread included.
 """
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from omnicli.audio.formats import decode
-from omnicli.engine import piper_voice
-from omnicli.engine.asr import Transcript
 from omnicli.engine.base import (
     AudioDelta,
     AudioPart,
@@ -28,9 +25,10 @@ from omnicli.engine.base import (
 )
 from omnicli.engine.metrics import StageMetrics, Timer
 from omnicli.engine.sentences import SentenceChunker
+from omnicli.engine.stages import ASRStage, Stages, TalkerStage, ThinkerStage
 from omnicli.errors import UsageError
 
-_SENTENCE_QUEUE = 8
+_PIECE_QUEUE = 8
 _OUTPUT_QUEUE = 32
 
 
@@ -52,24 +50,11 @@ def refuse_images(req: ChatRequest) -> None:
         )
 
 
-async def transcribe(engine, part: AudioPart, stage: StageMetrics) -> Transcript:
-    try:
-        samples, rate = decode(part.data)
-    except ValueError as exc:
-        raise UsageError(f"the attached {part.format} audio cannot be decoded: {exc}") from exc
-    with Timer(stage):
-        transcript = await engine.transcribe(samples, rate, quick=True)
-    stage.audio_seconds += transcript.seconds
-    stage.output()
-    return transcript
-
-
-async def run_cascade(req: ChatRequest, engine) -> AsyncIterator[ChatDelta]:
-    """`engine`: the EmbeddedEngine whose models and queues the stages use."""
+async def run_cascade(req: ChatRequest, stages: Stages) -> AsyncIterator[ChatDelta]:
     refuse_images(req)
-    voice_model = piper_voice.resolve_voice(req.voice or engine.default_voice) if req.wants_audio else None
-    stages = {"asr": StageMetrics("asr")}
-
+    if req.wants_audio:
+        stages.talker.check_voice(req.voice)
+    metrics = {"asr": StageMetrics("asr")}
     messages = []
     for message in req.messages:
         texts = []
@@ -77,22 +62,21 @@ async def run_cascade(req: ChatRequest, engine) -> AsyncIterator[ChatDelta]:
             if isinstance(part, TextPart):
                 texts.append(part.text)
             elif isinstance(part, AudioPart):
-                heard = await transcribe(engine, part, stages["asr"])
-                yield TranscriptDelta(heard.text)
-                texts.append(heard.text)
+                heard = await _hear(stages.asr, part, metrics["asr"])
+                yield TranscriptDelta(heard)
+                texts.append(heard)
         messages.append({"role": message.role, "content": "\n".join(t for t in texts if t)})
-    stages["asr"].finish()
-    if not stages["asr"].audio_seconds:
-        del stages["asr"]
+    metrics["asr"].finish()
+    if not metrics["asr"].audio_seconds:
+        del metrics["asr"]
 
-    stop = threading.Event()
     out: asyncio.Queue = asyncio.Queue(_OUTPUT_QUEUE)
-    sentences: asyncio.Queue | None = asyncio.Queue(_SENTENCE_QUEUE) if voice_model else None
-    stages["thinker"] = StageMetrics("thinker")
-    tasks = [asyncio.create_task(_guard(out, "thinker", _think(req, messages, engine, stop, out, sentences, stages["thinker"])))]
-    if voice_model is not None:
-        stages["talker"] = StageMetrics("talker")
-        tasks.append(asyncio.create_task(_guard(out, "talker", _talk(req, engine, voice_model, sentences, out, stages["talker"]))))
+    pieces: asyncio.Queue | None = asyncio.Queue(_PIECE_QUEUE) if req.wants_audio else None
+    metrics["thinker"] = StageMetrics("thinker")
+    tasks = [asyncio.create_task(_guard(out, "thinker", _think(req, messages, stages.thinker, out, pieces, metrics["thinker"])))]
+    if pieces is not None:
+        metrics["talker"] = StageMetrics("talker")
+        tasks.append(asyncio.create_task(_guard(out, "talker", _talk(req, stages.talker, pieces, out, metrics["talker"]))))
 
     text, running = [], len(tasks)
     try:
@@ -109,23 +93,34 @@ async def run_cascade(req: ChatRequest, engine) -> AsyncIterator[ChatDelta]:
                 case _:
                     yield item
     finally:
-        stop.set()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    completion = "".join(text)
-    prompt_tokens = await asyncio.to_thread(engine.thinker.count_tokens, messages)
+    prompt_tokens = await stages.thinker.count_tokens(messages)
+    completion_tokens = metrics["thinker"].tokens
     yield ChatDone(
-        text=completion,
-        finish_reason="length" if stages["thinker"].tokens >= req.max_tokens else "stop",
+        text="".join(text),
+        finish_reason="length" if completion_tokens >= req.max_tokens else "stop",
         usage={
             "prompt_tokens": prompt_tokens,
-            "completion_tokens": stages["thinker"].tokens,
-            "total_tokens": prompt_tokens + stages["thinker"].tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
         },
-        metrics={name: stage.as_dict() for name, stage in stages.items()},
+        metrics={name: stage.as_dict() for name, stage in metrics.items()},
     )
+
+
+async def _hear(asr: ASRStage, part: AudioPart, stage: StageMetrics) -> str:
+    try:
+        samples, rate = decode(part.data)
+    except ValueError as exc:
+        raise UsageError(f"the attached {part.format} audio cannot be decoded: {exc}") from exc
+    with Timer(stage):
+        transcript = await asr.transcribe(samples, rate, quick=True)
+    stage.audio_seconds += transcript.seconds
+    stage.output()
+    return transcript.text
 
 
 async def _guard(out: asyncio.Queue, stage: str, work) -> None:
@@ -140,49 +135,33 @@ async def _guard(out: asyncio.Queue, stage: str, work) -> None:
     await out.put(_StageEnded(stage))
 
 
-async def _think(req, messages, engine, stop, out, sentences, stage: StageMetrics) -> None:
-    async with engine.thinker_queue.turn():
-        await _generate(req, messages, engine.thinker, stop, out, sentences, stage)
-    if sentences is not None:
-        await sentences.put(None)
-
-
-async def _generate(req, messages, thinker, stop, out, sentences, stage: StageMetrics) -> None:
-    loop = asyncio.get_running_loop()
-    tokens: asyncio.Queue = asyncio.Queue()  # thread -> loop hand-off; the LLM never waits on it
-
-    def generate() -> None:
-        try:
-            for piece in thinker.stream(messages, max_tokens=req.max_tokens, temperature=req.temperature, stop=stop):
-                loop.call_soon_threadsafe(tokens.put_nowait, piece)
-        finally:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(tokens.put_nowait, None)
-
+async def _think(req: ChatRequest, messages: list[dict], thinker: ThinkerStage, out: asyncio.Queue,
+                 pieces: asyncio.Queue | None, stage: StageMetrics) -> None:
     with Timer(stage):
-        producer = loop.run_in_executor(None, generate)
+        tokens = thinker.stream(messages, max_tokens=req.max_tokens, temperature=req.temperature)
         try:
-            while (piece := await tokens.get()) is not None:
+            async for piece in tokens:
                 stage.output()
                 stage.tokens += 1
                 await out.put(TextDelta(piece))
-                if sentences is not None:
-                    await sentences.put(piece)
+                if pieces is not None:
+                    await pieces.put(piece)
         finally:
-            stop.set()
-        await producer
+            await tokens.aclose()
     stage.finish()
+    if pieces is not None:
+        await pieces.put(None)
 
 
-async def _talk(req, engine, voice_model, sentences: asyncio.Queue, out: asyncio.Queue, stage: StageMetrics) -> None:
-    voice = await asyncio.to_thread(piper_voice.load, voice_model)
+async def _talk(req: ChatRequest, talker: TalkerStage, pieces: asyncio.Queue, out: asyncio.Queue,
+                stage: StageMetrics) -> None:
     chunker = SentenceChunker()
     while True:
-        piece = await sentences.get()
+        piece = await pieces.get()
         ready = chunker.flush() if piece is None else chunker.feed(piece)
         for sentence in ready:
             with Timer(stage):
-                chunk = await engine.say(voice, sentence, req.speed)
+                chunk = await talker.say(sentence, voice=req.voice, speed=req.speed)
             stage.audio_seconds += chunk.seconds
             stage.output()
             await out.put(AudioDelta(chunk))

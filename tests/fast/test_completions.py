@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-COMPLETIONS = Path(__file__).resolve().parents[1] / "completions"
+COMPLETIONS = Path(__file__).resolve().parents[2] / "completions"
 
 
 def generate(shell: str) -> str:

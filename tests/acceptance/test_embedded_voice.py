@@ -6,13 +6,13 @@ import statistics
 import numpy as np
 
 from omnicli.engine.base import SPEECH_RATE, SpeechRequest
-from omnicli.engine.embedded import EmbeddedEngine
 from omnicli.engine.sentences import split_sentences
+from omnicli.engine.staged import embedded_engine
 
 
 def synthesize(text: str, **options) -> np.ndarray:
     async def run():
-        engine = EmbeddedEngine()
+        engine = embedded_engine()
         chunks = [chunk async for chunk in engine.speech(SpeechRequest(text=text, **options))]
         return chunks
 
@@ -31,7 +31,7 @@ def test_one_chunk_per_sentence_in_order():
     text = "The first sentence is short. The second one is a little longer! Is this the third?"
 
     async def run():
-        return [chunk async for chunk in EmbeddedEngine().speech(SpeechRequest(text=text))]
+        return [chunk async for chunk in embedded_engine().speech(SpeechRequest(text=text))]
 
     chunks = asyncio.run(run())
     assert [chunk.text for chunk in chunks] == split_sentences(text)

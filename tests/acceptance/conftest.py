@@ -13,7 +13,7 @@ import pytest
 
 from speech_check import Judge
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def free_port() -> int:

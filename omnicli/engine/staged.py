@@ -1,0 +1,73 @@
+"""An engine made of three stages (ASR, thinker, talker), wherever each of them runs.
+
+Speech goes straight to the talker, piece by piece; chat runs the cascade; transcription asks
+the ASR stage. `embedded_stages` builds the all-CPU default from packages on the index.
+"""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import numpy as np
+
+from omnicli.audio.chunk import AudioChunk
+from omnicli.engine.base import ChatDelta, ChatRequest, Engine, SpeechRequest, Transcript, Voice
+from omnicli.engine.cascade import run_cascade
+from omnicli.engine.sentences import split_sentences
+from omnicli.engine.stages import Stages
+from omnicli.errors import UnsupportedError
+
+log = logging.getLogger("omni")
+
+
+class StagedEngine(Engine):
+    name = "embedded"
+
+    def __init__(self, stages: Stages) -> None:
+        self.stages = stages
+
+    async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        if req.ref_audio:
+            raise UnsupportedError(
+                "the embedded voice cannot clone a reference voice; use --server with a model "
+                "that can (vLLM-Omni Qwen3-TTS Base)"
+            )
+        if req.instructions:
+            log.warning("the embedded Piper voice has no instructions; ignoring them")
+        self.stages.talker.check_voice(req.voice)
+        for piece in split_sentences(req.text):
+            yield await self.stages.talker.say(piece, voice=req.voice, speed=req.speed)
+
+    def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        return run_cascade(req, self.stages)
+
+    async def transcribe(
+        self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
+        words: bool = False,
+    ) -> Transcript:
+        return await self.stages.asr.transcribe(samples, rate, language=language, quick=quick, words=words)
+
+    async def preload(self) -> None:
+        stages = self.stages
+        await asyncio.gather(stages.talker.preload(), stages.asr.preload(), stages.thinker.preload())
+
+    async def voices(self) -> list[Voice]:
+        return await self.stages.talker.voices()
+
+    def loaded(self) -> dict[str, str]:
+        found = {"voice": self.stages.talker.source(), "asr": self.stages.asr.source(),
+                 "thinker": self.stages.thinker.source()}
+        return {stage: source for stage, source in found.items() if source}
+
+
+def embedded_stages(*, llm: str | None = None, asr_model: str | None = None, voice: str | None = None) -> Stages:
+    """The CPU default: Whisper tiny.en hears, SmolLM2 thinks, Piper speaks (or the models named)."""
+    from omnicli.engine.asr import LocalASR
+    from omnicli.engine.talker import PiperTalker
+    from omnicli.engine.thinker import LlamaThinker
+
+    return Stages(asr=LocalASR(asr_model), thinker=LlamaThinker(llm), talker=PiperTalker(voice))
+
+
+def embedded_engine(*, llm: str | None = None, asr_model: str | None = None, voice: str | None = None) -> StagedEngine:
+    return StagedEngine(embedded_stages(llm=llm, asr_model=asr_model, voice=voice))
