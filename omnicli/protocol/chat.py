@@ -9,7 +9,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-CHAT_AUDIO_FORMATS = ["wav", "pcm", "flac", "mp3", "opus", "pcm16"]
+from omnicli.audio.formats import AudioFormat
+
+CHAT_AUDIO_FORMATS = [f.value for f in AudioFormat] + ["pcm16"]
+"""What chat's `audio.format` accepts: every format omni writes, and chat APIs' name for pcm."""
 
 
 class AudioOptions(BaseModel):

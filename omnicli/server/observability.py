@@ -12,6 +12,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from starlette.routing import Match
 
 disable_created_metrics()  # the *_created series only add noise to a scrape
 
@@ -69,12 +70,28 @@ class ServerMetrics:
         return generate_latest(self.registry)
 
 
-class AccessLog:
-    """Pure ASGI middleware (streaming-safe): counts and logs each request once it is answered."""
+UNMATCHED = "unmatched"
+"""The one route label every unknown path shares, so nobody can add series by inventing paths."""
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
-    def __init__(self, app, metrics: ServerMetrics) -> None:
+
+class AccessLog:
+    """Pure ASGI middleware (streaming-safe): counts and logs each request once it is answered.
+
+    Requests are counted by route template (`/v1/audio/speech`), looked up in `routes` here
+    rather than taken from the router, so requests refused before routing (401, 413) count too.
+    """
+
+    def __init__(self, app, metrics: ServerMetrics, routes: list) -> None:
         self.app = app
         self.metrics = metrics
+        self.routes = routes
+
+    def route_label(self, scope) -> str:
+        for route in self.routes:
+            if route.matches(scope)[0] is not Match.NONE:
+                return route.path
+        return UNMATCHED
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -91,11 +108,11 @@ class AccessLog:
         try:
             await self.app(scope, receive, tracked_send)
         finally:
-            route = scope.get("route")
-            path = getattr(route, "path", scope["path"])
-            self.metrics.requests.labels(scope["method"], path, str(status)).inc()
+            route = self.route_label(scope)
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            self.metrics.requests.labels(method, route, str(status)).inc()
             if status >= 400:
-                self.metrics.errors.labels(path, str(status)).inc()
+                self.metrics.errors.labels(route, str(status)).inc()
             client = scope.get("client") or ("-", 0)
             access_log.info(
                 '%s "%s %s" %d %.3fs', client[0], scope["method"], scope["path"], status, time.perf_counter() - start

@@ -1,7 +1,7 @@
 """`/v1/audio/speech` (whole, SSE or raw streamed) and `/v1/audio/transcriptions`."""
 
+import asyncio
 import base64
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -10,21 +10,26 @@ import numpy as np
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.formats import AudioFormat, decode, encode
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.audio.wavstream import streaming_wav_header
-from omnicli.engine.base import SPEECH_RATE, SpeechRequest
+from omnicli.engine.base import SpeechRequest
 from omnicli.engine.metrics import StageMetrics, Timer
-from omnicli.protocol.speech import SpeechBody
-from omnicli.server.app import DISCONNECTED, error_body, until_disconnected
+from omnicli.engine.voices import check_served_voice
+from omnicli.protocol.transcription import TRANSCRIPTION_FORMATS, subtitles, verbose_json
+from omnicli.server.bodies import ServedSpeechBody
+from omnicli.server.disconnect import until_disconnected
+from omnicli.server.errors import classify, error_json
+from omnicli.server.sse import event_stream
 
 router = APIRouter()
-TRANSCRIPTION_FORMATS = ("json", "text", "verbose_json")
 
 
 @router.post("/v1/audio/speech")
-async def speech(body: SpeechBody, request: Request) -> Response:
+async def speech(body: ServedSpeechBody, request: Request) -> Response:
     engine, metrics = request.app.state.engine, request.app.state.metrics
+    await check_served_voice(engine, body.voice)
     req = SpeechRequest(
         text=body.input, voice=body.voice, speed=body.speed, instructions=body.instructions,
         language=body.language, model=body.model, ref_audio=body.ref_audio, ref_text=body.ref_text,
@@ -34,24 +39,21 @@ async def speech(body: SpeechBody, request: Request) -> Response:
     chunks = _measured(metrics.tracked("speech", engine.speech(req)), stage, metrics)
     # Pull the first chunk before answering: a refusal becomes a 400, not a broken stream.
     first = await until_disconnected(request, anext(chunks, None))
-    if first is DISCONNECTED:
-        return Response(status_code=499)
     if body.streaming:
         pieces = _pcm_pieces(first, chunks, fmt)
         if body.sse:
-            return StreamingResponse(_sse(pieces), media_type="text/event-stream")
+            return event_stream(_speech_events(pieces))
         return StreamingResponse(pieces, media_type=fmt.content_type)
 
     async def rest() -> list[np.ndarray]:
         return [chunk.samples async for chunk in chunks]
 
     tail = await until_disconnected(request, rest())
-    if tail is DISCONNECTED:
-        return Response(status_code=499)
     parts = ([first.samples] if first is not None else []) + tail
     audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    encoded = await asyncio.to_thread(encode, audio, SPEECH_RATE, fmt)
     headers = {"x-omni-audio-seconds": f"{len(audio) / SPEECH_RATE:.3f}", "x-omni-input-characters": str(len(body.input))}
-    return Response(encode(audio, SPEECH_RATE, fmt), media_type=fmt.content_type, headers=headers)
+    return Response(encoded, media_type=fmt.content_type, headers=headers)
 
 
 async def _measured(chunks, stage: StageMetrics, metrics) -> AsyncIterator:
@@ -60,7 +62,7 @@ async def _measured(chunks, stage: StageMetrics, metrics) -> AsyncIterator:
         stage.audio_seconds += chunk.seconds
         yield chunk
     stage.finish()
-    stage.busy_seconds = stage.finished - stage.started
+    stage.busy_seconds = time.perf_counter() - stage.started
     metrics.observe_stages({"speech": stage.as_dict()})
 
 
@@ -74,13 +76,18 @@ async def _pcm_pieces(first, chunks, fmt: AudioFormat) -> AsyncIterator[bytes]:
         yield float_to_pcm16(chunk.samples)
 
 
-async def _sse(pieces: AsyncIterator[bytes]) -> AsyncIterator[str]:
+async def _speech_events(pieces: AsyncIterator[bytes]) -> AsyncIterator[dict]:
+    """`speech.audio.delta` per piece, then one terminal event: `speech.audio.done`, or an
+    `error` event when the engine fails mid-way, whatever it raised."""
     started = time.monotonic()
-    async for piece in pieces:
-        event = {"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode()}
-        yield f"data: {json.dumps(event)}\n\n"
-    done = {"type": "speech.audio.done", "usage": None, "seconds": round(time.monotonic() - started, 3)}
-    yield f"data: {json.dumps(done)}\n\n"
+    try:
+        async for piece in pieces:
+            yield {"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode()}
+    except Exception as exc:
+        _, body = classify(exc)
+        yield {"type": "error", **body}
+        return
+    yield {"type": "speech.audio.done", "usage": None, "seconds": round(time.monotonic() - started, 3)}
 
 
 @router.post("/v1/audio/transcriptions")
@@ -94,29 +101,26 @@ async def transcriptions(
 ) -> Response:
     if response_format not in TRANSCRIPTION_FORMATS:
         message = f"response_format must be one of {', '.join(TRANSCRIPTION_FORMATS)}, got '{response_format}'"
-        return JSONResponse(error_body(message, param="response_format"), status_code=400)
-    data = await file.read()
+        return error_json(message, 400, param="response_format")
     try:
-        samples, rate = decode(data)
+        samples, rate = await asyncio.to_thread(decode, await file.read())
     except ValueError:
-        return JSONResponse(error_body("file is not a readable audio file", param="file"), status_code=400)
+        return error_json("file is not a readable audio file", 400, param="file")
     if len(samples) == 0:
-        return JSONResponse(error_body("file holds no audio", param="file"), status_code=400)
+        return error_json("file holds no audio", 400, param="file")
     engine = request.app.state.engine
     stage = StageMetrics("asr")
     with Timer(stage):
         transcript = await until_disconnected(request, engine.transcribe(samples, rate, language=language))
-    if transcript is DISCONNECTED:
-        return Response(status_code=499)
     stage.output()
     stage.audio_seconds = transcript.seconds
     request.app.state.metrics.observe_stages({"asr": stage.as_dict()})
-    if response_format == "text":
-        return PlainTextResponse(transcript.text + "\n")
-    if response_format == "verbose_json":
-        return JSONResponse({
-            "task": "transcribe", "language": transcript.language, "duration": transcript.seconds,
-            "text": transcript.text,
-            "segments": [{"id": i, **segment} for i, segment in enumerate(transcript.segments)],
-        })
+    match response_format:
+        case "text":
+            return PlainTextResponse(transcript.text + "\n")
+        case "srt" | "vtt":
+            return PlainTextResponse(subtitles(transcript.segments, response_format))
+        case "verbose_json":
+            return JSONResponse(verbose_json(transcript.text, transcript.language, transcript.seconds,
+                                             transcript.segments, []))
     return JSONResponse({"text": transcript.text})

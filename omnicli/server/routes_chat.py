@@ -2,81 +2,81 @@
 
 With audio, the answer's text is the audio transcript (`message.audio.transcript`,
 `delta.audio.transcript`) as OpenAI sends it. Streamed audio goes out chunk by chunk: raw PCM16
-for `pcm16`/`pcm`, otherwise each chunk a complete file in the requested format.
+for `pcm16`/`pcm`, otherwise each chunk a complete file in the requested format. What the engine
+heard in attached audio (transcript deltas) has no place in OpenAI's answer and is not sent.
 """
 
+import asyncio
 import base64
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator
 
+import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.formats import AudioFormat, encode, parse_format
 from omnicli.engine.base import (
-    SPEECH_RATE,
+    DEFAULT_MAX_TOKENS,
     AudioDelta,
     AudioPart,
     ChatDone,
     ChatRequest,
     ImagePart,
     Message,
+    Part,
     TextDelta,
     TextPart,
+    TranscriptDelta,
 )
+from omnicli.engine.voices import check_served_voice
 from omnicli.errors import OmniError
-from omnicli.protocol.chat import ChatBody
-from omnicli.server.app import DISCONNECTED, error_body, until_disconnected
+from omnicli.server.bodies import ServedChatBody
+from omnicli.server.disconnect import until_disconnected
+from omnicli.server.errors import classify, error_json
+from omnicli.server.sse import event_stream
 
 router = APIRouter()
-DEFAULT_MAX_TOKENS = 256
 
 
 @router.post("/v1/chat/completions")
-async def chat_completions(body: ChatBody, request: Request) -> Response:
+async def chat_completions(body: ServedChatBody, request: Request) -> Response:
     try:
         req = _chat_request(body)
     except ValueError as exc:
-        return JSONResponse(error_body(str(exc), param="messages"), status_code=400)
+        return error_json(str(exc), 400, param="messages")
     engine, metrics = request.app.state.engine, request.app.state.metrics
+    await check_served_voice(engine, req.voice)
     fmt = parse_format(body.audio.format if body.audio else "wav")
     model = body.model or request.app.state.model_id
     answer_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     deltas = metrics.tracked("chat", engine.chat(req))
-    # The first delta comes before any answer bytes: a refusal is a 400, not a broken stream.
-    try:
-        first = await until_disconnected(request, anext(deltas, None))
-    except OmniError as exc:
-        return JSONResponse(error_body(str(exc)), status_code=400)
-    if first is DISCONNECTED:
-        return Response(status_code=499)
+    # Everything up to the answer's first delta comes before any bytes are sent, so a refusal
+    # (a prompt over the context window, raised on the first token) is a 400, not a broken stream.
+    opening = await until_disconnected(request, _opening(deltas))
 
     async def all_deltas():
-        if first is not None:
-            yield first
+        for delta in opening:
+            yield delta
         async for delta in deltas:
             yield delta
 
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        stream = _stream(all_deltas(), req, fmt, model, answer_id, include_usage, metrics)
-        return StreamingResponse(stream, media_type="text/event-stream")
+        return event_stream(_stream(all_deltas(), req, fmt, model, answer_id, include_usage, metrics))
     answer = await until_disconnected(request, _collect(all_deltas()))
-    if answer is DISCONNECTED:
-        return Response(status_code=499)
     text, audio, done = answer
     metrics.observe_stages(done.metrics)
     message: dict = {"role": "assistant", "content": text}
     if req.wants_audio:
-        import numpy as np
-
         samples = np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)
+        encoded = await asyncio.to_thread(encode, samples, SPEECH_RATE, fmt)
         message["content"] = None
         message["audio"] = {
             "id": f"audio_{uuid.uuid4().hex[:24]}",
-            "data": base64.b64encode(encode(samples, SPEECH_RATE, fmt)).decode(),
+            "data": base64.b64encode(encoded).decode(),
             "transcript": text,
             "expires_at": int(time.time()) + 3600,
         }
@@ -90,14 +90,14 @@ async def chat_completions(body: ChatBody, request: Request) -> Response:
     })
 
 
-def _chat_request(body: ChatBody) -> ChatRequest:
+def _chat_request(body: ServedChatBody) -> ChatRequest:
     messages = []
     for message in body.messages:
         role = "system" if message.role == "developer" else message.role
         if message.content is None or isinstance(message.content, str):
             messages.append(Message(role, [TextPart(message.content or "")]))
             continue
-        parts = []
+        parts: list[Part] = []
         for part in message.content:
             if part.type == "text":
                 parts.append(TextPart(part.text or ""))
@@ -126,6 +126,16 @@ def _image(url: str) -> ImagePart:
     return ImagePart(base64.b64decode(data), header or "image/png")
 
 
+async def _opening(deltas: AsyncIterator) -> list:
+    """The deltas up to and including the answer's first (text, audio or done)."""
+    held = []
+    async for delta in deltas:
+        held.append(delta)
+        if not isinstance(delta, TranscriptDelta):
+            break
+    return held
+
+
 async def _collect(deltas) -> tuple[str, list, ChatDone]:
     text, audio, done = [], [], None
     async for delta in deltas:
@@ -142,19 +152,18 @@ async def _collect(deltas) -> tuple[str, list, ChatDone]:
 
 
 async def _stream(deltas, req: ChatRequest, fmt: AudioFormat, model: str, answer_id: str,
-                  include_usage: bool, metrics) -> AsyncIterator[str]:
+                  include_usage: bool, metrics) -> AsyncIterator[dict | str]:
+    """OpenAI's chunks, then `[DONE]` always: a failure mid-way is an error event before it."""
     created = int(time.time())
     audio_id = f"audio_{uuid.uuid4().hex[:24]}"
 
-    def chunk(delta: dict, finish_reason=None, **extra) -> str:
-        payload = {
-            "id": answer_id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}], **extra,
-        }
-        return f"data: {json.dumps(payload)}\n\n"
+    def chunk(delta: dict, finish_reason=None) -> dict:
+        return {"id": answer_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
 
     yield chunk({"role": "assistant", "content": ""})
     try:
+        done = None
         async for delta in deltas:
             match delta:
                 case TextDelta(text=piece) if req.wants_audio:
@@ -162,15 +171,16 @@ async def _stream(deltas, req: ChatRequest, fmt: AudioFormat, model: str, answer
                 case TextDelta(text=piece):
                     yield chunk({"content": piece})
                 case AudioDelta(chunk=audio):
-                    data = base64.b64encode(encode(audio.samples, SPEECH_RATE, fmt)).decode()
-                    yield chunk({"audio": {"id": audio_id, "data": data}})
-                case ChatDone() as done:
+                    data = await asyncio.to_thread(encode, audio.samples, SPEECH_RATE, fmt)
+                    yield chunk({"audio": {"id": audio_id, "data": base64.b64encode(data).decode()}})
+                case ChatDone():
+                    done = delta
                     metrics.observe_stages(done.metrics)
                     yield chunk({}, done.finish_reason)
                     if include_usage:
-                        payload = {"id": answer_id, "object": "chat.completion.chunk", "created": created,
-                                   "model": model, "choices": [], "usage": done.usage}
-                        yield f"data: {json.dumps(payload)}\n\n"
-    except OmniError as exc:
-        yield f"data: {json.dumps(error_body(str(exc), kind='server_error'))}\n\n"
-    yield "data: [DONE]\n\n"
+                        yield {**chunk({}), "choices": [], "usage": done.usage}
+        if done is None:
+            raise OmniError("the engine ended without an answer")
+    except Exception as exc:
+        yield classify(exc)[1]
+    yield "[DONE]"

@@ -1,10 +1,8 @@
 """`GET /v1/realtime`: the realtime session behind a WebSocket.
 
-Auth as the rest of the server: `Authorization: Bearer KEY`, or, for browsers that cannot set
-headers, the key as an `openai-insecure-api-key.KEY` subprotocol (as OpenAI accepts it).
+The key is checked before this route runs (server/auth.py), as for every other route.
 """
 
-import hmac
 import json
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -12,27 +10,10 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from omnicli.realtime.session import RealtimeSession
 
 router = APIRouter()
-_KEY_PROTOCOL = "openai-insecure-api-key."
-
-
-def _offered_key(ws: WebSocket) -> str | None:
-    scheme, _, token = ws.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token:
-        return token
-    for protocol in ws.scope.get("subprotocols", []):
-        if protocol.startswith(_KEY_PROTOCOL):
-            return protocol[len(_KEY_PROTOCOL):]
-    return None
 
 
 @router.websocket("/v1/realtime")
 async def realtime(ws: WebSocket) -> None:
-    api_key = ws.app.state.api_key
-    if api_key is not None:
-        offered = _offered_key(ws) or ""
-        if not hmac.compare_digest(offered.encode(), api_key.encode()):
-            await ws.close(code=1008, reason="missing or wrong API key")
-            return
     subprotocol = "realtime" if "realtime" in ws.scope.get("subprotocols", []) else None
     await ws.accept(subprotocol=subprotocol)
 
