@@ -6,16 +6,18 @@ from typing import Annotated
 import typer
 
 from omnicli.cli.console import note
-from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption
+from omnicli.cli.files import check_writable
+from omnicli.cli.options import ApiKeyOption, AsrModelOption, LlmOption, ModelOption, ServerOption, VoiceOption
 from omnicli.errors import UsageError
 
 
 def talk(
+    ctx: typer.Context,
     vad: Annotated[
         str | None, typer.Option("--vad", help="Turns by 'client' VAD or 'server' VAD; default: push-to-talk (Enter) on a terminal, client VAD otherwise.", show_default=False)
     ] = None,
     instructions: Annotated[str | None, typer.Option("--instructions", help="System instructions for the assistant.", show_default=False)] = None,
-    voice: Annotated[str | None, typer.Option("--voice", help="The assistant's voice.", show_default=False)] = None,
+    voice: VoiceOption = None,
     input_device: Annotated[str | None, typer.Option("--input-device", help="Microphone (name or index).", show_default=False)] = None,
     output_device: Annotated[str | None, typer.Option("--output-device", help="Speaker (name or index).", show_default=False)] = None,
     list_devices: Annotated[bool, typer.Option("--list-devices", help="List the audio devices and exit.")] = False,
@@ -23,8 +25,8 @@ def talk(
     input_file: Annotated[str | None, typer.Option("--input-file", help="Headless: speak this WAV into the session in real time.", show_default=False)] = None,
     output_file: Annotated[str | None, typer.Option("--output-file", help="Headless: write everything the assistant said to this WAV.", show_default=False)] = None,
     transcript: Annotated[str | None, typer.Option("--transcript", help="Write every event as JSON lines here.", show_default=False)] = None,
-    llm: Annotated[str | None, typer.Option("--llm", help="GGUF model for the in-process thinker.", show_default=False)] = None,
-    asr_model: Annotated[str | None, typer.Option("--asr-model", help="In-process ASR: tiny.en, base or a CTranslate2 directory.", show_default=False)] = None,
+    llm: LlmOption = None,
+    asr_model: AsrModelOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
     api_key: ApiKeyOption = None,
@@ -46,7 +48,9 @@ def talk(
     from omnicli.realtime.talk import TalkOptions
 
     options = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model)
-    code = asyncio.run(_talk(connection, options, input_file, output_file, transcript,
+    from omnicli.cli.engines import engines
+
+    code = asyncio.run(_talk(engines(ctx), connection, options, input_file, output_file, transcript,
                              _device(input_device), _device(output_device), llm, asr_model, model))
     raise typer.Exit(code)
 
@@ -55,35 +59,22 @@ def _device(value: str | None):
     return int(value) if value is not None and value.isdigit() else value
 
 
-async def _talk(connection, options, input_file, output_file, transcript, input_device, output_device,
+async def _talk(factory, connection, options, input_file, output_file, transcript, input_device, output_device,
                 llm, asr_model, model) -> int:
+    """Everything opened here is closed by one exit stack, also when setup fails half-way."""
     import asyncio
+    import contextlib
     import signal
 
     import numpy as np
 
     from omnicli.realtime.sources import FileVoice, Microphone
-    from omnicli.realtime.talk import FileSpeaker, TalkClient
+    from omnicli.realtime.speakers import FileSpeaker, Speaker
+    from omnicli.realtime.talk import TalkClient
     from omnicli.realtime.view import EventLog, TalkView
 
-    source = FileVoice(input_file) if input_file else Microphone(input_device)
     if output_file:
-        speaker = FileSpeaker()
-    else:
-        from omnicli.audio.player import Player
-
-        speaker = Player(output_device, continuous=True)
-    if connection.server:
-        from omnicli.realtime.transport import WebSocketTransport
-
-        transport = WebSocketTransport(connection.server, connection.api_key, model)
-    else:
-        from omnicli.engine.embedded import EmbeddedEngine
-        from omnicli.realtime.transport import LocalTransport
-
-        transport = LocalTransport(EmbeddedEngine(llm=llm, asr_model=asr_model))
-
-    log = EventLog(transcript)
+        check_writable(output_file, "--output-file")
     stop = asyncio.Event()
     interrupted = False
 
@@ -92,25 +83,39 @@ async def _talk(connection, options, input_file, output_file, transcript, input_
         interrupted = True
         stop.set()
 
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, on_interrupt)
-    with TalkView() as view:
+    async with contextlib.AsyncExitStack() as stack:
+        log = EventLog(transcript)
+        stack.callback(log.close)
+        source = FileVoice(input_file) if input_file else Microphone(input_device)
+        stack.push_async_callback(source.stop)
+        speaker: Speaker
+        if output_file:
+            speaker = FileSpeaker()
+        else:
+            from omnicli.audio.player import Player
+
+            speaker = Player(output_device, continuous=True)
+        stack.callback(speaker.close)
+        from omnicli.cli.engines import EngineChoice
+
+        transport = factory.transport(EngineChoice(connection, llm=llm, asr_model=asr_model), model)
+        stack.push_async_callback(transport.close)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        stack.callback(loop.remove_signal_handler, signal.SIGINT)
+        view = stack.enter_context(TalkView())
         client = TalkClient(transport, source, speaker, options, view, log)
         if options.turns == "ptt":
             _read_enter_keys(loop, client, stop)
             note("omni talk: press Enter to start speaking, Enter again to send; q + Enter quits")
-        try:
-            await client.run(stop)
-        finally:
-            speaker.close()
-            log.close()
-            loop.remove_signal_handler(signal.SIGINT)
+        await client.run(stop)
     if output_file:
         from omnicli.audio.atomic import atomic_write
+        from omnicli.audio.chunk import SPEECH_RATE
         from omnicli.audio.formats import AudioFormat, encode
 
         audio = np.concatenate(client.said) if client.said else np.zeros(0, np.float32)
-        atomic_write(output_file, encode(audio, 24000, AudioFormat.WAV))
+        atomic_write(output_file, encode(audio, SPEECH_RATE, AudioFormat.WAV))
     measured = [t["from_speech_end"] for t in client.turns if t["from_speech_end"] is not None]
     if measured:
         note(f"omni talk: {len(measured)} turns, median {np.median(measured) * 1000:.0f} ms from end of speech to first audio")

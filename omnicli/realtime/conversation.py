@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from omnicli.engine.base import AudioPart, Message, TextPart
-
-RATE = 24000
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.engine.base import AudioPart, Message, Part, TextPart
 
 
 def new_id(prefix: str) -> str:
@@ -39,14 +38,20 @@ class Item:
 
     @property
     def audio_ms(self) -> int:
-        return self.audio_samples * 1000 // RATE
+        return self.audio_samples * 1000 // SPEECH_RATE
+
+    def truncate(self, content_index: int, audio_end_ms: int) -> None:
+        """Keep what the listener heard: the audio up to `audio_end_ms` and its words."""
+        self.wire["content"][content_index]["transcript"] = heard_text(self, audio_end_ms)
+        self.audio_samples = audio_end_ms * SPEECH_RATE // 1000
+        self.spoken = [(end, text) for end, text in self.spoken if end <= self.audio_samples]
 
     def message(self) -> Message | None:
         """This item as a chat message for the engine; None for items that say nothing."""
         role = self.role
         if role not in ("user", "assistant", "system"):
             return None
-        parts = []
+        parts: list[Part] = []
         for part in self.wire.get("content", []):
             kind = part.get("type")
             if kind in ("input_text", "output_text", "text"):
@@ -59,19 +64,19 @@ class Item:
                 elif self.audio is not None and len(self.audio):
                     parts.append(AudioPart(wav_bytes(self.audio), "wav"))
         parts = [p for p in parts if not (isinstance(p, TextPart) and not p.text.strip())]
-        return Message(role, parts) if parts else None
+        return Message(role, parts)  # type: ignore[arg-type]  # role checked above if parts else None
 
 
 def wav_bytes(samples: np.ndarray) -> bytes:
     from omnicli.audio.formats import AudioFormat, encode
 
-    return encode(samples, RATE, AudioFormat.WAV)
+    return encode(samples, SPEECH_RATE, AudioFormat.WAV)
 
 
 def heard_text(item: Item, audio_end_ms: int) -> str:
     """The transcript up to `audio_end_ms`: whole sentences already finished, and the share of
     the sentence being spoken, cut at a word boundary."""
-    end_sample = audio_end_ms * RATE // 1000
+    end_sample = audio_end_ms * SPEECH_RATE // 1000
     heard, start = [], 0
     for end, sentence in item.spoken:
         if end <= end_sample:
@@ -88,9 +93,13 @@ def heard_text(item: Item, audio_end_ms: int) -> str:
 
 
 class Conversation:
+    """The items in order. Items `forget`ten stay in the conversation (a client can still
+    retrieve them) but are no longer sent to the engine: the context window is finite."""
+
     def __init__(self) -> None:
         self.id = new_id("conv")
         self.items: list[Item] = []
+        self._forgotten: set[str] = set()
 
     def find(self, item_id: str) -> Item | None:
         return next((item for item in self.items if item.id == item_id), None)
@@ -116,7 +125,22 @@ class Conversation:
         self.items.remove(item)
         return True
 
-    def messages(self, instructions: str | None) -> list[Message]:
-        history = [Message("system", [TextPart(instructions)])] if instructions else []
-        history += [m for item in self.items if (m := item.message()) is not None]
-        return history
+    def remembered(self) -> list[Item]:
+        """What the engine is sent, oldest first."""
+        return [item for item in self.items if item.id not in self._forgotten]
+
+    def forget_oldest(self, count: int, *, answering: Item | None = None) -> bool:
+        """Stop sending the oldest `count` turns (system items and the answer being written stay);
+        False when only the newest turn is left."""
+        turns = [item for item in self.remembered() if item.role != "system" and item is not answering]
+        if len(turns) <= 1:
+            return False
+        self._forgotten.update(item.id for item in turns[: min(count, len(turns) - 1)])
+        return True
+
+
+def messages(instructions: str | None, items: list[Item]) -> list[Message]:
+    """The prompt for these items; CPU work (unheard audio becomes WAV), for a worker thread."""
+    history = [Message("system", [TextPart(instructions)])] if instructions else []
+    history += [m for item in items if (m := item.message()) is not None]
+    return history

@@ -1,9 +1,16 @@
-"""Server events as `omni talk` understands them, whichever realtime dialect the server speaks:
-OpenAI GA (and vLLM-Omni's turn-based handler), OpenAI beta spellings, and vLLM-Omni's legacy
-speech-to-text style path (audio in an `audio` field, `transcription.delta`, no response.*)."""
+"""The realtime dialects `omni talk` speaks. Server events are read whichever dialect the
+server speaks: OpenAI GA (and vLLM-Omni's turn-based handler), OpenAI beta spellings, and
+vLLM-Omni's legacy speech-to-text style path (audio in an `audio` field, `transcription.delta`,
+no response.*). What the client sends differs between GA (`GA`) and that legacy path (`Legacy`).
+"""
 
 import base64
 from dataclasses import dataclass
+
+import numpy as np
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import float_to_pcm16
 
 AUDIO_DELTAS = {"response.output_audio.delta", "response.audio.delta"}
 ANSWER_TEXT = {"response.output_audio_transcript.delta", "response.audio_transcript.delta",
@@ -17,7 +24,7 @@ class Heard:
     speech_stopped, session, error, or other."""
     text: str = ""
     pcm: bytes = b""
-    rate: int = 24000
+    rate: int = SPEECH_RATE
     item_id: str | None = None
     status: str | None = None
 
@@ -26,7 +33,7 @@ def read(event: dict) -> Heard:
     kind = event.get("type", "")
     if kind in AUDIO_DELTAS:
         data = event.get("delta") or event.get("audio") or ""
-        return Heard("audio", pcm=base64.b64decode(data), rate=int(event.get("sample_rate_hz") or 24000),
+        return Heard("audio", pcm=base64.b64decode(data), rate=int(event.get("sample_rate_hz") or SPEECH_RATE),
                      item_id=event.get("item_id"))
     if kind in ANSWER_TEXT:
         return Heard("answer_text", text=event.get("delta") or "", item_id=event.get("item_id"))
@@ -50,3 +57,62 @@ def read(event: dict) -> Heard:
         error = event.get("error") or {}
         return Heard("error", text=str(error.get("message") or error))
     return Heard("other")
+
+
+def _append(pcm: np.ndarray) -> dict:
+    return {"type": "input_audio_buffer.append", "audio": base64.b64encode(float_to_pcm16(pcm)).decode()}
+
+
+class GA:
+    """OpenAI Realtime GA: 24 kHz appends; commit + response.create ask; cancel and truncate interrupt."""
+
+    interruptible = True
+    commit_starts_answer = False
+
+    def session_update(self, *, server_vad: bool, instructions: str | None, voice: str | None, model: str | None) -> dict:
+        pcm = {"type": "audio/pcm", "rate": SPEECH_RATE}
+        session: dict = {"type": "realtime", "output_modalities": ["audio"],
+                         "audio": {"input": {"format": pcm, "turn_detection": {"type": "server_vad"} if server_vad else None},
+                                   "output": {"format": dict(pcm)}}}
+        if instructions:
+            session["instructions"] = instructions
+        if voice:
+            session["audio"]["output"]["voice"] = voice
+        return {"type": "session.update", "session": session}
+
+    def append(self, frame: np.ndarray) -> dict:
+        return _append(frame)
+
+    def ask(self) -> list[dict]:
+        return [{"type": "input_audio_buffer.commit"}, {"type": "response.create"}]
+
+    def goodbye(self) -> list[dict]:
+        return []
+
+
+LEGACY_RATE = 16000
+
+
+class Legacy(GA):
+    """vLLM-Omni <= 0.30: `session.update {model}` first, 16 kHz appends, `commit {final: false}`
+    starts the answer and `{final: true}` ends the input; no cancel or truncate."""
+
+    interruptible = False
+    commit_starts_answer = True
+
+    def __init__(self) -> None:
+        from omnicli.audio.resampler import StreamResampler
+
+        self._resampler = StreamResampler(SPEECH_RATE, LEGACY_RATE)
+
+    def session_update(self, *, server_vad: bool, instructions: str | None, voice: str | None, model: str | None) -> dict:
+        return {"type": "session.update", "model": model}
+
+    def append(self, frame: np.ndarray) -> dict:
+        return _append(self._resampler.process(frame))
+
+    def ask(self) -> list[dict]:
+        return [{"type": "input_audio_buffer.commit", "final": False}]
+
+    def goodbye(self) -> list[dict]:
+        return [{"type": "input_audio_buffer.commit", "final": True}]

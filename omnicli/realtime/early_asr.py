@@ -7,31 +7,43 @@ import asyncio
 
 import numpy as np
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
 from omnicli.audio.vad import TurnDetector
-from omnicli.realtime.conversation import RATE
+from omnicli.engine.base import Engine
 
 PAUSE_MS = 200
 
 
 class EarlyTranscriber:
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._detector = TurnDetector(RATE, silence_ms=PAUSE_MS, prefix_padding_ms=0)
+        self._detector: TurnDetector | None = None
         self._heard: bytes | None = None
         self._task: asyncio.Task | None = None
 
-    def hear(self, samples: np.ndarray, buffer: bytearray) -> None:
-        """Called with each appended piece, after it joined `buffer`."""
-        for turn in self._detector.feed(samples):
-            if turn.kind == "started":
+    def pauses(self, samples: np.ndarray) -> list[str]:
+        """The VAD's verdicts on an appended piece ("started"/"stopped"); CPU work, for a worker thread."""
+        if self._detector is None:
+            self._detector = TurnDetector(SPEECH_RATE, silence_ms=PAUSE_MS, prefix_padding_ms=0)
+        return [turn.kind for turn in self._detector.feed(samples)]
+
+    def act(self, verdicts: list[str], buffer: bytes | bytearray) -> None:
+        """On the loop, after `pauses`: speech voids the early transcript, a pause starts one."""
+        for kind in verdicts:
+            if kind == "started":
                 self.reset()
             elif buffer:
+                self.reset()
                 self._heard = bytes(buffer)
                 self._task = asyncio.create_task(self._transcribe(self._heard))
 
-    async def _transcribe(self, pcm: bytes) -> str:
-        return (await self.engine.transcribe(pcm16_to_float(pcm), RATE, quick=True)).text
+    async def _transcribe(self, pcm: bytes) -> str | None:
+        try:
+            samples = await asyncio.to_thread(pcm16_to_float, pcm)
+            return (await self.engine.transcribe(samples, SPEECH_RATE, quick=True)).text
+        except Exception:  # noqa: BLE001 - no early transcript: the turn is heard the usual way
+            return None
 
     async def take(self, committed: bytes) -> str | None:
         """The transcript of `committed`, if it was heard early and only silence came after."""
@@ -41,10 +53,7 @@ class EarlyTranscriber:
             if task is not None:
                 task.cancel()
             return None
-        try:
-            return await task
-        except Exception:  # noqa: BLE001 - fall back to hearing it the usual way
-            return None
+        return await task
 
     def reset(self, cancel: bool = True) -> None:
         if cancel and self._task is not None:

@@ -5,13 +5,15 @@ Both deliver float32 mono frames at 24 kHz, FRAME_MS long, on an asyncio queue.
 
 import asyncio
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.resampler import StreamResampler
 from omnicli.errors import AudioDeviceError, UsageError
 
-RATE = 24000
 FRAME_MS = 40
 _RATES_TO_TRY = (48000, 44100, 32000, 24000, 16000)
 
@@ -27,9 +29,9 @@ class Microphone:
         self.rate = self._usable_rate(sd, device, int(info["default_samplerate"]))
         self.name = info["name"]
         self._device = device
-        self._resampler = StreamResampler(self.rate, RATE)
+        self._resampler = StreamResampler(self.rate, SPEECH_RATE)
         self.frames: asyncio.Queue = asyncio.Queue()
-        self._stream = None
+        self._stream: Any = None
 
     @staticmethod
     def _usable_rate(sd, device, preferred: int) -> int:
@@ -56,6 +58,9 @@ class Microphone:
                                           blocksize=int(self.rate * FRAME_MS / 1000), callback=callback)
             self._stream.start()
         except sd.PortAudioError as exc:
+            if self._stream is not None:
+                stream, self._stream = self._stream, None
+                stream.close()
             raise AudioDeviceError(f"cannot open the input device {self.name!r}: {exc}") from exc
 
     def _deliver(self, samples: np.ndarray) -> None:
@@ -76,23 +81,23 @@ class FileVoice:
         from omnicli.audio.pcm import resample
 
         try:
-            data = open(path, "rb").read()
+            data = Path(path).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read --input-file {path}: {exc.strerror or exc}") from exc
         try:
             samples, rate = decode(data)
         except ValueError as exc:
             raise UsageError(f"--input-file {path} is not a readable audio file") from exc
-        self.audio = np.concatenate([resample(samples, rate, RATE), np.zeros(int(tail_seconds * RATE), np.float32)])
+        self.audio = np.concatenate([resample(samples, rate, SPEECH_RATE), np.zeros(int(tail_seconds * SPEECH_RATE), np.float32)])
         self.frames: asyncio.Queue = asyncio.Queue()
         self.finished = asyncio.Event()
-        self._task = None
+        self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._play())
 
     async def _play(self) -> None:
-        step = RATE * FRAME_MS // 1000
+        step = SPEECH_RATE * FRAME_MS // 1000
         start = time.monotonic()
         for n, offset in enumerate(range(0, len(self.audio), step)):
             await asyncio.sleep(max(0.0, start + n * FRAME_MS / 1000 - time.monotonic()))

@@ -4,6 +4,7 @@ object in memory (no socket) on the embedded engine."""
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from omnicli.errors import ServerError
 
@@ -15,11 +16,10 @@ class LocalTransport:
         from omnicli.realtime.session import RealtimeSession
 
         self._events: asyncio.Queue = asyncio.Queue()
-        self.session = RealtimeSession(engine, self._events.put)
+        self.session = RealtimeSession(engine, self._events.put, served=False)
 
     async def open(self) -> None:
-        if hasattr(self.session.engine, "preload"):
-            await self.session.engine.preload()
+        await self.session.engine.preload()
         await self.session.start()
 
     async def send(self, event: dict) -> None:
@@ -43,19 +43,20 @@ class WebSocketTransport:
         if model:
             self.url += f"?model={model}"
         self._api_key = api_key
-        self._ws = None
+        self._ws: Any = None
 
     async def open(self) -> None:
         import websockets
         from websockets.asyncio.client import connect
+        from websockets.typing import Subprotocol
 
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         try:
-            self._ws = await connect(self.url, additional_headers=headers, subprotocols=["realtime"],
+            self._ws = await connect(self.url, additional_headers=headers, subprotocols=[Subprotocol("realtime")],
                                      max_size=None, open_timeout=15)
         except websockets.InvalidStatus as exc:
             raise ServerError(f"the server refused the realtime connection: HTTP {exc.response.status_code}") from exc
-        except (OSError, websockets.InvalidHandshake, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, websockets.InvalidHandshake) as exc:
             raise ServerError(f"cannot reach the realtime endpoint {self.url}: {exc}") from exc
 
     async def send(self, event: dict) -> None:

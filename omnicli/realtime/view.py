@@ -4,6 +4,8 @@ the latency of each turn. A live rich panel on a terminal; plain lines otherwise
 import sys
 import time
 
+from omnicli.errors import UsageError
+
 
 class TalkView:
     def __init__(self) -> None:
@@ -87,7 +89,10 @@ class EventLog:
     """`--transcript PATH`: every event in and out as JSON lines, audio replaced by its size."""
 
     def __init__(self, path: str | None) -> None:
-        self._handle = open(path, "w", encoding="utf-8") if path else None
+        try:
+            self._handle = open(path, "w", encoding="utf-8") if path else None
+        except OSError as exc:
+            raise UsageError(f"cannot write --transcript {path}: {exc.strerror or exc}") from exc
         self._start = time.monotonic()
 
     def write(self, direction: str, event: dict) -> None:

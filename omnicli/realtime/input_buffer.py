@@ -1,0 +1,122 @@
+"""The input audio buffer: PCM16 the client appended and has not committed, and the turns that
+server VAD hears in it.
+
+The CPU work of an append (base64, PCM conversion, both VADs) runs in a worker thread, so a
+14 MiB append does not stall other sessions or /health; the session handles one event at a time,
+which keeps the order of events. Positions are milliseconds of audio heard since turn detection
+was (re)configured, as OpenAI's `audio_start_ms`/`audio_end_ms` count them.
+"""
+
+import asyncio
+import base64
+import binascii
+from dataclasses import dataclass
+
+import numpy as np
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import pcm16_to_float
+from omnicli.audio.vad import TurnDetector, TurnEvent
+from omnicli.engine.base import Engine
+from omnicli.realtime.early_asr import EarlyTranscriber
+from omnicli.realtime.events import EventError
+
+MAX_APPEND_BYTES = 15 * 1024 * 1024
+MAX_BUFFER_BYTES = 64 * 1024 * 1024
+_B64_SLICE = 4 * 256 * 1024
+"""Base64 is decoded this many characters at a time, so the worker thread lets go of the GIL
+(and the event loop runs) between slices."""
+_KEEP_BETWEEN_TURNS_MS = 200
+"""Between turns the buffer keeps a coming turn's prefix padding and this much more."""
+
+
+def decode_pcm16(audio: str, param: str = "audio") -> bytes:
+    """Base64 PCM16 from a client event; CPU work, for a worker thread."""
+    if len(audio) > 4 * ((MAX_APPEND_BYTES + 2) // 3):
+        raise EventError("one append may carry at most 15 MiB of audio", "audio_too_large", param=param)
+    try:
+        data = b"".join(base64.b64decode(audio[i:i + _B64_SLICE], validate=True) for i in range(0, len(audio), _B64_SLICE))
+    except (binascii.Error, ValueError):
+        raise EventError("audio is not valid base64", "invalid_base64", param=param) from None
+    if len(data) % 2:
+        raise EventError("PCM16 audio must hold whole 2-byte samples", "invalid_audio", param=param)
+    return data
+
+
+@dataclass(frozen=True)
+class Committed:
+    pcm: bytes
+    samples: np.ndarray
+    transcript: str | None
+    """Heard early (before the commit), or None."""
+
+
+class InputBuffer:
+    def __init__(self, engine: Engine) -> None:
+        self.pcm = bytearray()
+        self._start_ms = 0
+        """Where `pcm` starts, in the audio heard since turn detection was configured."""
+        self._heard_ms = 0
+        self._detection: dict | None = None
+        self._detector: TurnDetector | None = None
+        self._early = EarlyTranscriber(engine)
+
+    def detect_turns(self, detection: dict | None) -> None:
+        """(Re)configure server VAD; positions count from here."""
+        self._detection = detection
+        self._detector = None
+
+    @property
+    def speaking(self) -> bool:
+        return self._detector is not None and self._detector.speaking
+
+    async def append(self, audio: str) -> list[TurnEvent]:
+        """Add base64 PCM16; the turns server VAD heard in it (none without turn detection)."""
+        verdicts, turns = await asyncio.to_thread(self._append, audio)
+        self._early.act(verdicts, self.pcm)
+        return turns
+
+    def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:
+        data = decode_pcm16(audio)
+        if len(self.pcm) + len(data) > MAX_BUFFER_BYTES:
+            raise EventError("the input audio buffer may hold at most 64 MiB; commit or clear it", "buffer_full")
+        self.pcm.extend(data)
+        samples = pcm16_to_float(data)
+        verdicts = self._early.pauses(samples)
+        if self._detection is None:
+            return verdicts, []
+        if self._detector is None:
+            self._detector = TurnDetector(
+                SPEECH_RATE, threshold=self._detection["threshold"], silence_ms=self._detection["silence_duration_ms"],
+                prefix_padding_ms=self._detection["prefix_padding_ms"],
+            )
+            self._heard_ms = self._start_ms = 0
+        turns = self._detector.feed(samples)
+        self._heard_ms += len(samples) * 1000 // SPEECH_RATE
+        return verdicts, turns
+
+    def settle(self) -> None:
+        """Between turns keep only what a coming turn's padding could need."""
+        if self._detection is not None and not self.speaking:
+            self.drop_before(self._heard_ms - self._detection["prefix_padding_ms"] - _KEEP_BETWEEN_TURNS_MS)
+
+    def drop_before(self, ms: int) -> None:
+        cut = min(len(self.pcm), max(0, (ms - self._start_ms) * SPEECH_RATE // 1000 * 2))
+        if cut:
+            del self.pcm[:cut]
+            self._start_ms += cut // 2 * 1000 // SPEECH_RATE
+
+    async def commit(self) -> Committed:
+        pcm = bytes(self.pcm)
+        self.clear(cancel_early=False)
+        samples = await asyncio.to_thread(pcm16_to_float, pcm)
+        return Committed(pcm, samples, await self._early.take(pcm))
+
+    def clear(self, cancel_early: bool = True) -> None:
+        self._start_ms += len(self.pcm) // 2 * 1000 // SPEECH_RATE
+        self.pcm.clear()
+        if cancel_early:
+            self._early.reset()
+
+    def close(self) -> None:
+        self._early.reset()

@@ -1,0 +1,165 @@
+"""One realtime response, from `response.created` to `response.done`.
+
+The one error policy of the realtime side: whatever happens inside (cancelled, the engine
+failing with anything at all), the client hears `response.done`, with status `failed` and an
+`error` event before it when something raised; the session lives on. A prompt over the
+engine's context window is retried with the oldest turns left out, so a long conversation
+keeps answering instead of failing.
+"""
+
+import asyncio
+import base64
+import copy
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from omnicli.audio.pcm import float_to_pcm16
+from omnicli.engine.base import (
+    DEFAULT_MAX_TOKENS,
+    AudioDelta,
+    ChatDone,
+    ChatRequest,
+    Engine,
+    TextDelta,
+    TranscriptDelta,
+)
+from omnicli.errors import ContextWindowError, OmniError
+from omnicli.realtime.conversation import Conversation, Item, messages, new_id
+from omnicli.realtime.settings import SessionSettings
+
+log = logging.getLogger("omni")
+
+REALTIME_TEMPERATURE = 0.0  # greedy: small embedded models drift (into French, into lists) when hotter
+
+Emit = Callable[..., Awaitable[None]]
+
+
+class Response:
+    def __init__(self, engine: Engine, conversation: Conversation, settings: SessionSettings, options: dict,
+                 emit: Emit, heard: Callable[[Item, str], Awaitable[None]]) -> None:
+        self.engine = engine
+        self.conversation = conversation
+        self.emit = emit
+        self._heard = heard
+        output = {**settings.output, **((options.get("audio") or {}).get("output") or {})}
+        self.modalities = list(options.get("output_modalities") or settings.values["output_modalities"])
+        self.speaks = "audio" in self.modalities
+        self.limit = options.get("max_output_tokens") or settings.values["max_output_tokens"]
+        self.instructions = options.get("instructions") or settings.values["instructions"]
+        self.voice = output.get("voice")
+        self.speed = float(output.get("speed") or 1.0)
+        self.id = new_id("resp")
+        self._wire: dict[str, Any] = {"id": new_id("item"), "type": "message", "object": "realtime.item", "role": "assistant",
+                      "status": "in_progress", "content": []}
+        self.item = Item(self._wire)
+        self._ids = {"response_id": self.id, "item_id": self._wire["id"], "output_index": 0}
+        self._part = {"type": "output_audio", "transcript": ""} if self.speaks else {"type": "output_text", "text": ""}
+        self._response: dict = {}
+        self._previous: str | None = None
+        self._spoke = False
+        self._text: list[str] = []
+        self._usage: dict = {}
+        self.finishing = False
+        """The closing events have begun: a cancel now waits for them instead of cutting them short."""
+
+    async def begin(self) -> None:
+        """Announce the response and its item; the session awaits this before the answer runs,
+        so whatever happens next, the client has heard `response.created`."""
+        self._response = {"id": self.id, "object": "realtime.response", "status": "in_progress", "output": [],
+                          "conversation_id": self.conversation.id, "output_modalities": self.modalities,
+                          "max_output_tokens": self.limit, "status_details": None, "usage": None}
+        await self.emit("response.created", response=copy.deepcopy(self._response))
+        self._previous = self.conversation.insert(self.item)
+        await self.emit("conversation.item.added", item=copy.deepcopy(self._wire), previous_item_id=self._previous)
+        await self.emit("response.output_item.added", response_id=self.id, output_index=0, item=copy.deepcopy(self._wire))
+        # Content-part events name the part 'audio'/'text'; the item's content says output_*.
+        await self.emit("response.content_part.added", **self._ids, content_index=0, part=_part_event(self._part))
+        self._wire["content"] = [self._part]
+
+    async def run(self) -> None:
+        """Answer, then end with `response.done` whatever happened."""
+        try:
+            await self._answer()
+        except asyncio.CancelledError as exc:
+            await self.finish("cancelled", exc.args[0] if exc.args else "client_cancelled")
+        except Exception as exc:  # noqa: BLE001 - one policy: every response ends with response.done
+            if not isinstance(exc, OmniError):
+                log.exception("realtime: the response failed")
+            await self.finish("failed", error=str(exc) or type(exc).__name__)
+        else:
+            await self.finish("completed")
+
+    async def finish(self, status: str, reason: str | None = None, *, error: str | None = None) -> None:
+        """The closing events, once (a second call does nothing): cancelled with why, or failed
+        with an `error` event first."""
+        if self.finishing:
+            return
+        self.finishing = True
+        details: dict[str, Any] | None = None
+        if status == "cancelled":
+            details = {"type": "cancelled", "reason": reason}
+        elif error is not None:
+            details = {"type": "failed", "error": {"type": "server_error", "code": "engine_error", "message": error}}
+            await self.emit("error", error={**details["error"], "param": None, "event_id": None})
+        ids, part, wire = self._ids, self._part, self._wire
+        transcript = "".join(self._text)
+        part["transcript" if self.speaks else "text"] = transcript
+        if status == "completed":
+            if self.speaks:
+                await self.emit("response.output_audio.done", **ids, content_index=0)
+                await self.emit("response.output_audio_transcript.done", **ids, content_index=0, transcript=transcript)
+            else:
+                await self.emit("response.output_text.done", **ids, content_index=0, text=transcript)
+        wire["status"] = "completed" if status == "completed" else "incomplete"
+        await self.emit("response.content_part.done", **ids, content_index=0, part=_part_event(part))
+        await self.emit("response.output_item.done", response_id=self.id, output_index=0, item=copy.deepcopy(wire))
+        await self.emit("conversation.item.done", item=copy.deepcopy(wire), previous_item_id=self._previous)
+        usage = self._usage
+        self._response.update(status=status, status_details=details, output=[copy.deepcopy(wire)], usage={
+            "input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0),
+            "total_tokens": usage.get("total_tokens", 0),
+        })
+        await self.emit("response.done", response=self._response)
+
+    async def _answer(self) -> None:
+        """Stream the engine's answer; a context refusal before any output forgets 1, 2, 4... old turns."""
+        forget = 1
+        while True:
+            try:
+                return await self._stream()
+            except ContextWindowError:
+                if self._spoke or not self.conversation.forget_oldest(forget, answering=self.item):
+                    raise
+                log.info("realtime: the conversation outgrew the context; leaving out the oldest %d turn(s)", forget)
+                forget *= 2
+
+    async def _stream(self) -> None:
+        item, ids = self.item, self._ids
+        items = [i for i in self.conversation.remembered() if i is not item]
+        prompt = await asyncio.to_thread(messages, self.instructions, items)
+        unheard = [i for i in items if i.role == "user" and i.transcript is None and i.audio is not None]
+        max_tokens = DEFAULT_MAX_TOKENS if self.limit == "inf" else int(self.limit)
+        request = ChatRequest(prompt, modalities=("text", "audio") if self.speaks else ("text",), voice=self.voice,
+                              speed=self.speed, max_tokens=max_tokens, temperature=REALTIME_TEMPERATURE)
+        async for delta in self.engine.chat(request):
+            match delta:
+                case TranscriptDelta(text=heard) if unheard:
+                    await self._heard(unheard.pop(0), heard)
+                case TextDelta(text=piece):
+                    self._spoke = True
+                    self._text.append(piece)
+                    kind = "response.output_audio_transcript.delta" if self.speaks else "response.output_text.delta"
+                    await self.emit(kind, **ids, content_index=0, delta=piece)
+                case AudioDelta(chunk=chunk):
+                    self._spoke = True
+                    item.audio_samples += len(chunk.samples)
+                    item.spoken.append((item.audio_samples, chunk.text or ""))
+                    delta_b64 = base64.b64encode(float_to_pcm16(chunk.samples)).decode()
+                    await self.emit("response.output_audio.delta", **ids, content_index=0, delta=delta_b64)
+                case ChatDone(usage=usage):
+                    self._usage = usage
+
+
+def _part_event(part: dict) -> dict:
+    return {**part, "type": "audio" if part["type"] == "output_audio" else "text"}

@@ -1,0 +1,82 @@
+"""The session's configuration, as `session.updated` shows it: what the client may set, merged in
+field by field; everything else a client sends (tools, tracing, transcription, ...) is dropped,
+as vLLM-Omni's handler does, so an update never fails on a field the session cannot honour."""
+
+import copy
+from typing import Any
+
+from omnicli.audio.chunk import SPEECH_RATE
+
+DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Answer in one or two short sentences."
+SERVER_VAD_DEFAULTS = {
+    "type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500,
+    "create_response": True, "interrupt_response": True,
+}
+_SETTABLE = {
+    "instructions": True, "output_modalities": True, "max_output_tokens": True,
+    "audio": {"input": {"format": True, "turn_detection": True}, "output": {"format": True, "voice": True, "speed": True}},
+}
+"""The fields a client may set (True: take the value whole); the rest of an update is dropped."""
+
+
+class SessionSettings:
+    def __init__(self, model_id: str) -> None:
+        pcm = {"type": "audio/pcm", "rate": SPEECH_RATE}
+        self.values: dict[str, Any] = {
+            "type": "realtime",
+            "model": model_id,
+            "output_modalities": ["audio"],
+            "instructions": DEFAULT_INSTRUCTIONS,
+            "max_output_tokens": "inf",
+            "audio": {
+                "input": {"format": dict(pcm), "turn_detection": None},
+                "output": {"format": dict(pcm), "voice": "joe", "speed": 1.0},
+            },
+        }
+
+    @property
+    def turn_detection(self) -> dict | None:
+        return self.values["audio"]["input"]["turn_detection"]
+
+    @property
+    def output(self) -> dict:
+        return self.values["audio"]["output"]
+
+    def update(self, session: dict) -> bool:
+        """Merge in a checked `session.update`; True when turn detection changed."""
+        from omnicli.realtime.events import EventError
+
+        update = _settable(session, _SETTABLE)
+        modalities = update.get("output_modalities")
+        if modalities is not None and modalities not in (["audio"], ["text"]):
+            raise EventError("output_modalities must be ['audio'] or ['text']", "invalid_value", param="output_modalities")
+        audio_in = update.get("audio", {}).get("input", {})
+        detection_changed = "turn_detection" in audio_in
+        if audio_in.get("turn_detection"):
+            detection = audio_in["turn_detection"]
+            audio_in["turn_detection"] = {**SERVER_VAD_DEFAULTS, **{k: v for k, v in detection.items() if k in SERVER_VAD_DEFAULTS},
+                                          "type": "server_vad"}
+        elif detection_changed:
+            audio_in["turn_detection"] = None
+        self.values = _merge(self.values, update)
+        return detection_changed
+
+
+def _settable(update: Any, allowed: dict) -> dict:
+    if not isinstance(update, dict):
+        return {}
+    kept = {}
+    for key, rule in allowed.items():
+        if key in update:
+            kept[key] = copy.deepcopy(update[key]) if rule is True else _settable(update[key], rule)
+    return kept
+
+
+def _merge(base: dict, update: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,217 @@
+"""The `omni talk` loop over the in-memory session and a scripted engine: push-to-talk, client VAD
+turns, the echo gate, barge-in, and failures that must end the conversation (not vanish)."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.errors import ServerError
+from omnicli.realtime.speakers import FileSpeaker
+from omnicli.realtime.talk import TalkClient, TalkOptions
+from omnicli.realtime.transport import LocalTransport
+
+from realtime_harness import run, silence, speech
+from scripted import Hold, ScriptedEngine, answer
+
+FRAME = SPEECH_RATE * 40 // 1000
+
+
+class Voice:
+    """The microphone's stand-in: frames the test puts in, as fast as it likes."""
+
+    def __init__(self) -> None:
+        self.frames: asyncio.Queue = asyncio.Queue()
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+    def say(self, samples: np.ndarray) -> None:
+        for start in range(0, len(samples), FRAME):
+            self.frames.put_nowait(samples[start:start + FRAME])
+
+
+class Device(FileSpeaker):
+    """A speaker with a device's buffer: what was written is 'playing' until the test plays it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued = 0
+        self.flushed = 0
+
+    @property
+    def buffered_seconds(self) -> float:
+        return self.queued / self.device_rate
+
+    def write(self, samples: np.ndarray) -> None:
+        self.queued += len(samples)
+
+    def play(self, frames: int) -> None:
+        frames = min(frames, self.queued)
+        self.queued -= frames
+        self.played_frames += frames
+
+    def flush(self) -> None:
+        self.flushed += 1
+        self.queued = 0
+
+
+class Log:
+    """The --transcript stand-in: records every event and wakes tests waiting for one."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+        self._changed = asyncio.Event()
+
+    def write(self, direction: str, event: dict) -> None:
+        self.events.append((direction, event))
+        self._changed.set()
+
+    def close(self) -> None: ...
+
+    def kinds(self, direction: str) -> list[str]:
+        return [e["type"] for d, e in self.events if d == direction]
+
+    def of(self, direction: str, kind: str) -> list[dict]:
+        return [e for d, e in self.events if d == direction and e["type"] == kind]
+
+    async def until(self, direction: str, kind: str, count: int = 1) -> dict:
+        while len(self.of(direction, kind)) < count:
+            self._changed.clear()
+            await self._changed.wait()
+        return self.of(direction, kind)[count - 1]
+
+
+class Quiet:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+class Talk:
+    """A running TalkClient; `async with Talk(engine, turns) as t`."""
+
+    def __init__(self, engine: ScriptedEngine, turns: str, *, speaker=None, echo_gate: bool = True, transport=None) -> None:
+        self.voice, self.log, self.stop = Voice(), Log(), asyncio.Event()
+        self.speaker = speaker or FileSpeaker()
+        self.client = TalkClient(transport or LocalTransport(engine), self.voice, self.speaker,
+                                 TalkOptions(turns=turns, echo_gate=echo_gate), Quiet(), self.log)
+
+    async def __aenter__(self) -> "Talk":
+        self.task = asyncio.create_task(self.client.run(self.stop))
+        await self.log.until("out", "session.update")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.stop.set()
+        await self.task
+
+
+def test_push_to_talk_sends_the_turn_and_plays_the_answer():
+    engine = ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.5))
+
+    async def go():
+        async with Talk(engine, "ptt") as t:
+            t.client.toggle_push_to_talk()
+            await t.log.until("out", "input_audio_buffer.clear")
+            t.voice.say(silence(0.2))
+            await t.log.until("out", "input_audio_buffer.append", 5)
+            t.client.toggle_push_to_talk()
+            await t.log.until("in", "response.done")
+            return t
+
+    t = run(go())
+    assert t.log.kinds("out") == ["session.update", "input_audio_buffer.clear", *["input_audio_buffer.append"] * 5,
+                                  "input_audio_buffer.commit", "response.create"]
+    assert t.log.of("out", "session.update")[0]["session"]["audio"]["input"]["turn_detection"] is None
+    assert sum(len(s) for s in t.client.said) == t.speaker.played_frames == 12000
+    assert len(t.client.turns) == 1 and t.client.turns[0]["from_commit"] >= 0
+
+
+def test_a_failing_push_to_talk_toggle_ends_the_conversation_with_its_error():
+    class Broken(LocalTransport):
+        async def send(self, event: dict) -> None:
+            if event["type"] == "input_audio_buffer.clear":
+                raise ServerError("the realtime connection closed")
+            await super().send(event)
+
+    async def go():
+        talk = Talk(ScriptedEngine(), "ptt", transport=Broken(ScriptedEngine()))
+        await talk.__aenter__()
+        talk.client.toggle_push_to_talk()
+        await talk.task
+
+    with pytest.raises(ServerError, match="connection closed"):
+        run(go())
+
+
+def test_client_vad_commits_a_spoken_turn_with_its_preroll():
+    engine = ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.3))
+
+    async def go():
+        async with Talk(engine, "client") as t:
+            t.voice.say(np.concatenate([silence(0.5), speech(), silence(0.8)]))
+            await t.log.until("in", "response.done")
+            return t
+
+    t = run(go())
+    out = t.log.kinds("out")
+    assert out[0] == "session.update" and out[-2:] == ["input_audio_buffer.commit", "response.create"]
+    appended = len(out) - 3
+    # The turn is speech plus the preroll (up to 300 ms) plus the silence VAD waited for: 0.8 s < sent < 2 s.
+    assert 0.8 < appended * 0.04 < 2.0
+    assert t.log.of("in", "response.done")[0]["response"]["status"] == "completed"
+    assert t.client.turns[0]["from_speech_end"] is not None
+
+
+async def play_an_answer_and_speak_over_it(t: "Talk", hold: Hold, loudness: float) -> None:
+    t.voice.say(np.concatenate([speech(), silence(0.8)]))
+    await t.log.until("in", "response.output_audio.delta")
+    await hold.reached.wait()
+    t.speaker.play(6000)  # 250 ms of the answer heard so far
+    t.voice.say(np.concatenate([loudness * speech(), silence(0.8)]))
+
+
+def test_barge_in_cancels_and_truncates_at_what_was_played():
+    hold = Hold()
+    engine = ScriptedEngine(chat=lambda req: [*answer("A long story.", audio_seconds=1.0)[:2], hold, *answer("x")[1:]])
+
+    async def go():
+        async with Talk(engine, "client", speaker=Device()) as t:
+            await play_an_answer_and_speak_over_it(t, hold, 1.0)
+            truncated = await t.log.until("in", "conversation.item.truncated")
+            done = await t.log.until("in", "response.done")
+            return t, truncated, done
+
+    t, truncated, done = run(go())
+    out = t.log.kinds("out")
+    barge = out.index("response.cancel")
+    assert out[barge + 1] == "conversation.item.truncate"
+    truncate = t.log.of("out", "conversation.item.truncate")[0]
+    assert truncate["audio_end_ms"] == truncated["audio_end_ms"] == 250
+    assert truncate["item_id"] == done["response"]["output"][0]["id"]
+    assert done["response"]["status"] == "cancelled" and t.speaker.flushed >= 1
+
+
+def test_the_echo_gate_keeps_quiet_speech_out_while_the_answer_plays():
+    async def quiet_speech_during_playback(echo_gate: bool) -> list[str]:
+        hold = Hold()
+        engine = ScriptedEngine(chat=lambda req: [*answer("A long story.", audio_seconds=1.0)[:2], hold, *answer("x")[1:]])
+        async with Talk(engine, "client", speaker=Device(), echo_gate=echo_gate) as t:
+            await play_an_answer_and_speak_over_it(t, hold, 0.1)
+            while not t.voice.frames.empty():
+                await asyncio.sleep(0)
+            kinds = t.log.kinds("out")
+            if not echo_gate:
+                await t.log.until("out", "conversation.item.truncate")
+                kinds = t.log.kinds("out")
+            hold.open()
+            await t.log.until("in", "response.done")
+            return kinds
+
+    async def go():
+        return await quiet_speech_during_playback(True), await quiet_speech_during_playback(False)
+
+    gated, open_mic = run(go())
+    assert "response.cancel" not in gated and "conversation.item.truncate" not in gated
+    assert "response.cancel" in open_mic and "conversation.item.truncate" in open_mic
