@@ -4,14 +4,21 @@ The config file is TOML at $OMNI_CONFIG or ~/.config/omni/config.toml, e.g.::
 
     server = "http://127.0.0.1:8091"
     api_key = "..."
+    timeout = 120
 """
 
 import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from omnicli.errors import UsageError
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds to wait for a server's answer; a long speech or chat answer streams well within it."""
+CONNECT_TIMEOUT = 5.0
+"""Seconds to wait for a server to accept the connection: a live one does so at once."""
 
 
 def config_path() -> Path:
@@ -24,7 +31,7 @@ def _file_settings() -> dict:
         return {}
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"cannot read config file {path}: {exc}") from exc
 
 
@@ -34,25 +41,61 @@ class Connection:
 
     server: str | None
     api_key: str | None
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds to wait for an answer once connected (connecting: CONNECT_TIMEOUT)."""
 
 
-def resolve_connection(server: str | None, api_key: str | None) -> Connection:
+def resolve_connection(server: str | None, api_key: str | None, timeout: float | None = None) -> Connection:
     settings = _file_settings()
-    server = (
-        server
-        or os.environ.get("OMNI_SERVER")
-        or os.environ.get("OPENAI_BASE_URL")
-        or settings.get("server")
+    url, url_from = _first(
+        (server, "--server"), (os.environ.get("OMNI_SERVER"), "OMNI_SERVER"),
+        (os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL"), (settings.get("server"), f"server in {config_path()}"),
     )
-    api_key = (
-        api_key
-        or os.environ.get("OMNI_API_KEY")
-        or os.environ.get("OPENAI_API_KEY")
-        or settings.get("api_key")
+    key, _ = _first(
+        (api_key, "--api-key"), (os.environ.get("OMNI_API_KEY"), "OMNI_API_KEY"),
+        (os.environ.get("OPENAI_API_KEY"), "OPENAI_API_KEY"), (settings.get("api_key"), "api_key"),
     )
-    if server is not None and not server.startswith(("http://", "https://")):
-        raise UsageError(f"server URL must start with http:// or https://, got {server!r}")
-    return Connection(server=_base_url(server) if server else None, api_key=api_key)
+    seconds, timeout_from = _first(
+        (timeout, "--timeout"), (os.environ.get("OMNI_TIMEOUT"), "OMNI_TIMEOUT"),
+        (settings.get("timeout"), f"timeout in {config_path()}"), (DEFAULT_TIMEOUT, "the default"),
+    )
+    return Connection(
+        server=_base_url(_check_url(str(url), url_from)) if url else None,
+        api_key=str(key) if key else None,
+        timeout=_seconds(seconds, timeout_from),
+    )
+
+
+def _first(*candidates: tuple[object, str]) -> tuple[object, str]:
+    """The first value that is set, and where it came from (for error messages)."""
+    for value, source in candidates:
+        if value not in (None, ""):
+            return value, source
+    return None, ""
+
+
+def _check_url(server: str, source: str) -> str:
+    """A server URL that httpx can use, or one line saying what is wrong with it."""
+    if not server.startswith(("http://", "https://")):
+        raise UsageError(f"{source}: server URL must start with http:// or https://, got {server!r}")
+    try:
+        parts = urlsplit(server)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise UsageError(f"{source}: {server!r} is not a valid URL: {exc}") from exc
+    if not parts.hostname:
+        raise UsageError(f"{source}: {server!r} is not a valid URL: it names no host")
+    return server
+
+
+def _seconds(value: object, source: str) -> float:
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{source}: timeout must be a number of seconds, got {value!r}") from None
+    if not 0 < seconds <= 86400:
+        raise UsageError(f"{source}: timeout must be between 0 and 86400 seconds, got {value!r}")
+    return seconds
 
 
 def _base_url(server: str) -> str:

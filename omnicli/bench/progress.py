@@ -1,7 +1,8 @@
 """The live progress line of a benchmark run: done/failed, running WER, ETA (terminal only)."""
 
-import sys
 import statistics
+import sys
+from typing import Any
 
 
 class BenchProgress:
@@ -9,8 +10,8 @@ class BenchProgress:
         self.total = total
         self._wers: list[float] = []
         self._failed = 0
-        self._progress = None
-        self._task = None
+        self._progress: Any = None
+        self._task: Any = None
 
     def __enter__(self) -> "BenchProgress":
         if sys.stderr.isatty() and self.total:

@@ -20,7 +20,7 @@ def _bars(labels: list[str], counts: list[int], color: str, width=900, height=22
     top = max(counts) or 1
     slot = width / max(1, len(counts))
     parts = [f'<svg width="{width}" height="{height + 40}" role="img">']
-    for i, (label, count) in enumerate(zip(labels, counts)):
+    for i, (label, count) in enumerate(zip(labels, counts, strict=False)):
         bar = (height - 20) * count / top
         x = i * slot + slot * 0.15
         parts.append(f'<rect x="{x:.1f}" y="{height - bar:.1f}" width="{slot * 0.7:.1f}" height="{bar:.1f}" fill="{color}"/>')
@@ -33,7 +33,7 @@ def _bars(labels: list[str], counts: list[int], color: str, width=900, height=22
 def wer_histogram(records: list[dict]) -> str:
     wers = [r["wer"] for r in records if r.get("status") == "ok"]
     labels, counts = [], []
-    for low, high in zip(_BINS, _BINS[1:]):
+    for low, high in zip(_BINS, _BINS[1:], strict=False):
         labels.append(f"{low * 100:g}–{min(high, 1) * 100:g}%" if high <= 1 else f"≥{low * 100:g}%")
         counts.append(sum(1 for w in wers if low <= w < high))
     counts[-1] += sum(1 for w in wers if w >= _BINS[-1])
@@ -41,7 +41,7 @@ def wer_histogram(records: list[dict]) -> str:
 
 
 def latency_chart(records: list[dict]) -> str:
-    ttfa = sorted((r["ttfa"] for r in records if r.get("ttfa") is not None))
+    ttfa = sorted(r["ttfa"] for r in records if r.get("ttfa") is not None)
     if not ttfa:
         return "<p>No time-to-first-audio figures (scored existing audio).</p>"
     steps = 10

@@ -11,19 +11,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from omnicli.audio.formats import decode, encode, AudioFormat
-from omnicli.audio.pcm import resample
+from omnicli.audio.atomic import atomic_write
+from omnicli.audio.formats import AudioFormat, decode, encode
 from omnicli.bench.dataset import Item
 from omnicli.bench.scoring import language_of, score
-from omnicli.engine.asr import ASR_RATE
-from omnicli.engine.base import SPEECH_RATE, SpeechRequest
-from omnicli.engine.workers import ModelQueue
+from omnicli.engine.base import SPEECH_RATE, SpeechRequest, Transcript
 from omnicli.errors import OmniError
 
 log = logging.getLogger("omni")
+
+
+class Judge(Protocol):
+    """What hears the audio: any engine's `transcribe` (Whisper in process by default)."""
+
+    async def transcribe(self, samples: np.ndarray, rate: int, *, language: str | None = None) -> Transcript: ...
 
 
 @dataclass(frozen=True)
@@ -46,13 +51,12 @@ class Synthesized:
     record: dict
 
 
-async def run_bench(items: list[Item], engine, asr, options: BenchOptions, on_record: Callable[[dict], None]) -> None:
+async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptions, on_record: Callable[[dict], None]) -> None:
     """Synthesize (or load) and score every item; `on_record` gets each record as it is made."""
     todo: asyncio.Queue = asyncio.Queue()
     for item in items:
         todo.put_nowait(item)
     ready: asyncio.Queue = asyncio.Queue(max(1, options.concurrency))
-    asr_queue = ModelQueue("judge")
 
     async def synthesizer() -> None:
         while True:
@@ -64,7 +68,7 @@ async def run_bench(items: list[Item], engine, asr, options: BenchOptions, on_re
 
     async def scorer() -> None:
         while (job := await ready.get()) is not None:
-            on_record(await _score(job, asr, asr_queue, options))
+            on_record(await _score(job, judge, options))
 
     producers = [asyncio.create_task(synthesizer()) for _ in range(max(1, options.concurrency))]
     consumer = asyncio.create_task(scorer())
@@ -120,11 +124,11 @@ async def _produce(item: Item, engine, options: BenchOptions) -> Synthesized:
     record.update(ttfa=first, generation_seconds=generation, audio_seconds=seconds,
                   rtf=generation / seconds if seconds else None)
     if options.keep_audio_dir is not None and len(samples):
-        (options.keep_audio_dir / f"{item.utt}.wav").write_bytes(encode(samples, SPEECH_RATE, AudioFormat.WAV))
+        atomic_write(options.keep_audio_dir / f"{item.utt}.wav", encode(samples, SPEECH_RATE, AudioFormat.WAV))
     return Synthesized(item, samples, SPEECH_RATE, record)
 
 
-async def _score(job: Synthesized, asr, asr_queue: ModelQueue, options: BenchOptions) -> dict:
+async def _score(job: Synthesized, judge: Judge, options: BenchOptions) -> dict:
     record = job.record
     if "status" in record:
         return record
@@ -134,8 +138,7 @@ async def _score(job: Synthesized, asr, asr_queue: ModelQueue, options: BenchOpt
     record.setdefault("audio_seconds", len(job.samples) / job.rate)
     language = options.language or language_of(job.item.text)
     try:
-        audio = resample(job.samples, job.rate, ASR_RATE)
-        transcript = await asr_queue.run(asr.transcribe, audio, language)
+        transcript = await judge.transcribe(job.samples, job.rate, language=language)
     except (OmniError, RuntimeError, ValueError) as exc:
         record.update(status="asr_failed", error=str(exc))
         return record

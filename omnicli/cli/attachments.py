@@ -1,24 +1,36 @@
-"""Files given with `-a/--attach`: audio becomes an `input_audio` part, an image an image part."""
+"""Files given with `-a/--attach`: audio becomes an `input_audio` part, an image an image part.
+
+Audio suffixes come from the one table in `audio/formats.py` (`.ogg` is Opus there and here);
+headerless PCM cannot be attached, since nothing would say its rate.
+"""
 
 from pathlib import Path
 
+from omnicli.audio.formats import AudioFormat, format_from_path
 from omnicli.engine.base import AudioPart, ImagePart, Part
 from omnicli.errors import UsageError
 
-AUDIO_SUFFIXES = {".wav": "wav", ".mp3": "mp3", ".flac": "flac", ".ogg": "ogg", ".opus": "ogg"}
 IMAGE_SUFFIXES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp", ".gif": "image/gif"}
+
+
+def _audio_format(path: str) -> AudioFormat | None:
+    """The attachable audio format `path`'s suffix names, if any."""
+    fmt = format_from_path(path)
+    return None if fmt is AudioFormat.PCM else fmt
 
 
 def read_attachment(path: str) -> Part:
     suffix = Path(path).suffix.lower()
-    if suffix not in AUDIO_SUFFIXES and suffix not in IMAGE_SUFFIXES:
-        kinds = ", ".join(sorted(AUDIO_SUFFIXES) + sorted(IMAGE_SUFFIXES))
-        raise UsageError(f"cannot attach {path}: unknown kind of file (attach {kinds})")
+    fmt = _audio_format(path)
+    if fmt is None and suffix not in IMAGE_SUFFIXES:
+        audio = sorted({f.value for f in AudioFormat} - {AudioFormat.PCM.value})
+        raise UsageError(f"cannot attach {path}: unknown kind of file (attach {', '.join(audio)} audio "
+                         f"or {', '.join(sorted(IMAGE_SUFFIXES))} images)")
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read attachment {path}: {exc.strerror or exc}") from exc
-    if suffix in IMAGE_SUFFIXES:
+    if fmt is None:
         return ImagePart(data, IMAGE_SUFFIXES[suffix])
     from omnicli.audio.formats import decode
 
@@ -26,4 +38,4 @@ def read_attachment(path: str) -> Part:
         decode(data)
     except ValueError as exc:
         raise UsageError(f"cannot attach {path}: not a readable audio file") from exc
-    return AudioPart(data, AUDIO_SUFFIXES[suffix])
+    return AudioPart(data, fmt.value)

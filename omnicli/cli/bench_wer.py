@@ -11,13 +11,14 @@ from typing import Annotated
 import typer
 
 from omnicli.cli.console import note
-from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption
+from omnicli.cli.options import ApiKeyOption, AsrModelOption, ModelOption, ServerOption, TimeoutOption, VoiceOption
 from omnicli.errors import OmniError, UsageError
 
 WER_GATE_EXIT = 3
 
 
 def bench_wer(
+    ctx: typer.Context,
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="A Seed-TTS-eval meta.lst, or a text file with one sentence a line.")],
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use the first N utterances.", show_default=False)] = None,
     shuffle: Annotated[bool, typer.Option("--shuffle", help="Shuffle before --limit.")] = False,
@@ -27,7 +28,7 @@ def bench_wer(
     ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, max=64, help="Synthesis requests in flight.")] = 1,
     audio_dir: Annotated[str | None, typer.Option("--audio-dir", help="Score existing <utt>.wav files instead of synthesizing.", show_default=False)] = None,
-    asr_model: Annotated[str | None, typer.Option("--asr-model", help="Judge: tiny.en (default), base, a CTranslate2 directory or a model name.", show_default=False)] = None,
+    asr_model: AsrModelOption = None,
     asr_device: Annotated[str, typer.Option("--asr-device", help="cpu or cuda.")] = "cpu",
     language: Annotated[str | None, typer.Option("--language", help="en or zh; default: per utterance from its text.", show_default=False)] = None,
     normalizer: Annotated[str, typer.Option("--normalizer", help="seed-tts (the protocol) or whisper (Whisper's English normaliser).")] = "seed-tts",
@@ -37,10 +38,11 @@ def bench_wer(
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
     report: Annotated[str | None, typer.Option("--report", help="Write a self-contained HTML report here.", show_default=False)] = None,
     max_wer: Annotated[float | None, typer.Option("--max-wer", min=0.0, help="Exit 3 when the mean WER (a fraction, 0.05 = 5 %) is above this.", show_default=False)] = None,
-    voice: Annotated[str | None, typer.Option("--voice", help="Voice to synthesize with.", show_default=False)] = None,
+    voice: VoiceOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
     api_key: ApiKeyOption = None,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Synthesize a dataset, transcribe it, score WER as Seed-TTS-eval does, report latency."""
     import asyncio
@@ -49,8 +51,9 @@ def bench_wer(
     from omnicli.bench.journal import Journal
     from omnicli.bench.runner import BenchOptions
     from omnicli.bench.scoring import summarize
+    from omnicli.cli.engines import engines
+    from omnicli.cli.files import check_writable, make_folder
     from omnicli.config import resolve_connection
-    from omnicli.engine.asr import WhisperASR
 
     if normalizer not in ("seed-tts", "whisper"):
         raise UsageError(f"--normalizer must be 'seed-tts' or 'whisper', got {normalizer!r}")
@@ -60,10 +63,13 @@ def bench_wer(
         raise UsageError("--resume and --keep-audio need --out DIR")
     if audio_dir and not Path(audio_dir).is_dir():
         raise UsageError(f"--audio-dir {audio_dir} is not a directory")
+    if report:
+        check_writable(report, "--report")
     data = load_dataset(dataset, limit=limit, shuffle=shuffle, seed=seed)
     for problem in data.malformed:
         note(f"omni: warning: {dataset}: {problem} (skipped)")
-    connection = resolve_connection(server, api_key)
+    connection = resolve_connection(server, api_key, timeout)
+    factory = engines(ctx)
 
     wants_clone = data.has_prompts if clone is None else clone
     if wants_clone and not connection.server and not audio_dir:
@@ -74,7 +80,7 @@ def bench_wer(
             if item.prompt_wav is not None and not item.prompt_wav.is_file():
                 note(f"omni: warning: {dataset}: line {item.line}: prompt wav {item.prompt_wav} is missing")
 
-    out_dir = Path(out) if out else None
+    out_dir = make_folder(out, "--out") if out else None
     journal = Journal(out_dir, resume=resume)
     done = journal.done
     todo = [item for item in data.items if item.utt not in done]
@@ -82,15 +88,14 @@ def bench_wer(
         note(f"omni: resuming: {len(done)} utterances already scored, {len(todo)} to go")
     keep_dir = None
     if keep_audio and out_dir is not None:
-        keep_dir = out_dir / "audio"
-        keep_dir.mkdir(parents=True, exist_ok=True)
+        keep_dir = make_folder(str(out_dir / "audio"), "--keep-audio")
     options = BenchOptions(
         concurrency=concurrency, clone=wants_clone, voice=voice, model=model, language=language,
         normalizer=normalizer, audio_dir=Path(audio_dir) if audio_dir else None, keep_audio_dir=keep_dir,
     )
-    asr = WhisperASR(asr_model, device=asr_device)
+    judge = factory.judge(asr_model, asr_device)
     try:
-        asyncio.run(_run(todo, connection, asr, options, journal, audio_dir is not None))
+        asyncio.run(_run(todo, factory, connection, judge, options, journal, audio_dir is not None))
     finally:
         journal.close()
 
@@ -119,17 +124,15 @@ def bench_wer(
         raise typer.Exit(WER_GATE_EXIT)
 
 
-async def _run(todo, connection, asr, options, journal, scoring_only: bool) -> None:
+async def _run(todo, factory, connection, judge, options, journal, scoring_only: bool) -> None:
     from omnicli.bench.progress import BenchProgress
     from omnicli.bench.runner import run_bench
+    from omnicli.cli.engines import EngineChoice
 
     engine = None
     if not scoring_only:
-        from omnicli.cli.engines import open_engine
-
-        engine = open_engine(connection, stream="audio")
-        if connection.server:
-            await engine.check()
+        engine = factory.engine(EngineChoice(connection, speech_stream="audio"))
+        await engine.check()
     try:
         with BenchProgress(len(todo)) as progress:
             def record(entry: dict) -> None:
@@ -138,7 +141,7 @@ async def _run(todo, connection, asr, options, journal, scoring_only: bool) -> N
                 if entry["status"] != "ok":
                     note(f"omni: {entry['utt']} (line {entry['line']}): {entry['status']}: {entry.get('error', '')}")
 
-            await run_bench(todo, engine, asr, options, record)
+            await run_bench(todo, engine, judge, options, record)
     finally:
         if engine is not None:
             await engine.aclose()

@@ -6,13 +6,22 @@ from typing import Annotated
 
 import typer
 
-from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption
+from omnicli.cli.options import (
+    ApiKeyOption,
+    AsrModelOption,
+    LlmOption,
+    ModelOption,
+    ServerOption,
+    TimeoutOption,
+    VoiceOption,
+)
 from omnicli.errors import UsageError
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Answer briefly and clearly."
 
 
 def chat(
+    ctx: typer.Context,
     prompt: Annotated[list[str] | None, typer.Argument(help="The prompt; piped stdin is put before it.", show_default=False)] = None,
     system: Annotated[str | None, typer.Option("--system", "-s", help="System prompt.", show_default=False)] = None,
     attach: Annotated[
@@ -26,27 +35,30 @@ def chat(
     format: Annotated[
         str | None, typer.Option("--format", help="Audio format: wav, mp3, flac, opus, pcm (pcm16); default from -o.", show_default=False)
     ] = None,
-    voice: Annotated[str | None, typer.Option("--voice", help="Voice of the spoken answer.", show_default=False)] = None,
+    voice: VoiceOption = None,
     play: Annotated[bool, typer.Option("--play", help="Hear the answer while it streams (implies audio).")] = False,
     no_stream: Annotated[bool, typer.Option("--no-stream", help="Ask the server for one whole answer.")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, audio, usage, timings).")] = False,
     interactive: Annotated[bool, typer.Option("--interactive", "-i", help="Chat turn by turn (the default on a terminal with no prompt).")] = False,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Longest answer, in tokens.")] = 256,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature.")] = 0.7,
-    llm: Annotated[str | None, typer.Option("--llm", help="GGUF model for the in-process thinker.", show_default=False)] = None,
-    asr_model: Annotated[
-        str | None, typer.Option("--asr-model", help="In-process ASR: tiny.en (default), base, or a CTranslate2 directory.", show_default=False)
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="Longest answer, in tokens (default: omni's standard limit).", show_default=False)
     ] = None,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature.")] = 0.7,
+    llm: LlmOption = None,
+    asr_model: AsrModelOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
     api_key: ApiKeyOption = None,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Chat: omni chat "what is in this clip?" -a clip.wav --modalities text,audio -o answer.mp3"""
     from omnicli.audio.formats import choose_format
     from omnicli.cli.attachments import read_attachment
     from omnicli.cli.chat_session import ChatSession, TurnOutput
+    from omnicli.cli.engines import EngineChoice, engines
+    from omnicli.cli.files import check_writable, read_stdin_text
     from omnicli.config import resolve_connection
-    from omnicli.engine.base import Message, TextPart
+    from omnicli.engine.base import DEFAULT_MAX_TOKENS, Message, TextPart
 
     wanted = tuple(m.strip() for m in modalities.split(",") if m.strip())
     if not wanted or set(wanted) - {"text", "audio"} or "text" not in wanted:
@@ -54,11 +66,13 @@ def chat(
     if output_audio or play:
         wanted = ("text", "audio")
     fmt = choose_format(format, output_audio)
-    connection = resolve_connection(server, api_key)
+    connection = resolve_connection(server, api_key, timeout)
+    if output_audio not in (None, "-"):
+        check_writable(output_audio, "-o")
     parts = [read_attachment(path) for path in attach or []]
 
     # In a REPL, stdin holds the turns; otherwise piped input goes before the prompt (like `llm`).
-    piped = "" if interactive or sys.stdin.isatty() else sys.stdin.read()
+    piped = "" if interactive or sys.stdin.isatty() else read_stdin_text()
     text = "\n".join(t for t in (piped.strip(), " ".join(prompt or []).strip()) if t)
     if not interactive and not text and not parts:
         if sys.stdin.isatty():
@@ -68,16 +82,14 @@ def chat(
     if json_output and output_audio == "-":
         raise UsageError("--json prints to stdout; write the audio to a file with -o PATH")
 
-    from omnicli.cli.engines import open_engine
-
-    engine = open_engine(connection, chat_stream=not no_stream, llm=llm, asr_model=asr_model)
+    engine = engines(ctx).engine(EngineChoice(connection, llm=llm, asr_model=asr_model, chat_stream=not no_stream))
     session = ChatSession(
         engine,
         system=system if system is not None else (DEFAULT_SYSTEM if not connection.server else None),
         modalities=wanted,
         voice=voice,
         model=model,
-        max_tokens=max_tokens,
+        max_tokens=max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS,
         temperature=temperature,
         output=TurnOutput(path=output_audio, fmt=fmt, play=play, json=json_output),
     )

@@ -10,6 +10,7 @@ import logging
 import sys
 from dataclasses import dataclass
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.formats import AudioFormat
 from omnicli.engine.base import (
     AudioDelta,
@@ -167,8 +168,7 @@ class ChatSession:
         self._remember(message, transcripts, done.text)
         if sink is not None and self.output.path not in (None, "-"):
             print(f"(wrote {self.output.path})", file=sys.stderr)
-        if hasattr(self.engine, "loaded"):
-            log.debug("loaded: %s", self.engine.loaded())
+        log.debug("loaded: %s", self.engine.loaded())
         for stage, figures in done.metrics.items():
             log.debug("%s: %s", stage, ", ".join(f"{k}={v:.3f}" for k, v in figures.items() if k not in ("started", "first_output", "finished")))
         return {
@@ -186,7 +186,7 @@ class ChatSession:
         from omnicli.audio.sink import SpeechOutput
 
         play = self.output.play or self.output.path is None
-        return SpeechOutput(output=self.output.path, fmt=self.output.fmt, rate=24000, play=play)
+        return SpeechOutput(output=self.output.path, fmt=self.output.fmt, rate=SPEECH_RATE, play=play)
 
     def _remember(self, message: Message, transcripts: list[str], answer: str) -> None:
         """Keep the turn; audio the engine already heard is kept as its transcript."""

@@ -10,12 +10,37 @@ import sys
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from omnicli import __version__
 from omnicli.cli import bench_wer, chat, serve, speak, talk
 
+
+class OmniGroup(TyperGroup):
+    """The CLI's one error boundary: whatever a command raises becomes one line and an exit code,
+    whether the CLI runs from `main()` or from a test's `CliRunner`."""
+
+    def invoke(self, ctx):
+        from omnicli.errors import OmniError
+
+        try:
+            return super().invoke(ctx)
+        except OmniError as exc:
+            if os.environ.get("OMNI_TRACEBACK"):
+                raise
+            raise typer.Exit(_fail(str(exc), exc.exit_code, exc.hint)) from exc
+        except OSError as exc:  # a file or stream the command did not translate itself
+            if os.environ.get("OMNI_TRACEBACK"):
+                raise
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise typer.Exit(_fail(f"{exc.strerror or exc}{where}", 1)) from exc
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+
 app = typer.Typer(
     name="omni",
+    cls=OmniGroup,
     help="Speech and omni-modal models from the terminal: speak, chat, talk, serve, bench-wer.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -67,15 +92,9 @@ def _fail(message: str, code: int, hint: str | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never let a known error escape as a traceback."""
-    from omnicli.errors import OmniError
-
     try:
         result = app(args=argv, prog_name="omni", standalone_mode=False)
         code = result if isinstance(result, int) else 0
-    except OmniError as exc:
-        if os.environ.get("OMNI_TRACEBACK"):
-            raise
-        code = _fail(str(exc), exc.exit_code, exc.hint)
     except (typer.Exit, typer.Abort) as exc:
         code = getattr(exc, "exit_code", 1)
     except KeyboardInterrupt:

@@ -25,3 +25,27 @@ ModelOption = Annotated[
     str | None,
     typer.Option("--model", "-m", help="Model name to ask the server for.", show_default=False),
 ]
+LlmOption = Annotated[
+    str | None,
+    typer.Option("--llm", help="GGUF model for the in-process thinker.", show_default=False),
+]
+AsrModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--asr-model",
+        help="Whisper model: tiny.en (default), base, or a CTranslate2 directory.",
+        show_default=False,
+    ),
+]
+VoiceOption = Annotated[
+    str | None,
+    typer.Option("--voice", help="Voice name (or a Piper .onnx path in process).", show_default=False),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        help="Seconds to wait for the server's answer (connecting gives up after 5 s). Env: OMNI_TIMEOUT; default 120.",
+        show_default=False,
+    ),
+]

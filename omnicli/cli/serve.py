@@ -8,10 +8,12 @@ from typing import Annotated
 import typer
 
 from omnicli.cli.console import note
+from omnicli.cli.options import AsrModelOption, LlmOption, VoiceOption
 from omnicli.errors import UsageError
 
 
 def serve(
+    ctx: typer.Context,
     extra: Annotated[
         list[str] | None, typer.Argument(help="After '--': arguments passed on to `vllm serve`.", show_default=False)
     ] = None,
@@ -22,8 +24,9 @@ def serve(
     ] = None,
     engine: Annotated[str, typer.Option("--engine", help="'embedded' (CPU, in process) or 'vllm-omni' (GPU).")] = "embedded",
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model for --engine vllm-omni.", show_default=False)] = None,
-    llm: Annotated[str | None, typer.Option("--llm", help="GGUF model for the embedded thinker.", show_default=False)] = None,
-    asr_model: Annotated[str | None, typer.Option("--asr-model", help="Embedded ASR: tiny.en, base or a CTranslate2 directory.", show_default=False)] = None,
+    llm: LlmOption = None,
+    asr_model: AsrModelOption = None,
+    voice: VoiceOption = None,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", min=0.001, help="Largest request body, in MiB (413 above).")] = 64.0,
 ) -> None:
     """Serve: /v1/audio/speech, /v1/audio/transcriptions, /v1/chat/completions, /v1/models, /metrics."""
@@ -38,11 +41,12 @@ def serve(
 
     import uvicorn
 
-    from omnicli.engine.embedded import EmbeddedEngine
+    from omnicli.cli.engines import EngineChoice, engines
+    from omnicli.config import Connection
     from omnicli.server.app import create_app
 
     app = create_app(
-        EmbeddedEngine(llm=llm, asr_model=asr_model),
+        engines(ctx).engine(EngineChoice(Connection(None, None), llm=llm, asr_model=asr_model, voice=voice)),
         api_key=api_key,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
     )

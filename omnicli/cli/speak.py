@@ -9,13 +9,16 @@ from typing import Annotated
 import typer
 
 from omnicli.cli.console import note, stderr
-from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption
+from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption, TimeoutOption, VoiceOption
 from omnicli.errors import UsageError
 
 _PROGRESS_MIN_SENTENCES = 4
+MIN_RATE, MAX_RATE = 8000, 192000
+"""Rates a written file may have: telephone to studio; a format may allow fewer (opus, mp3)."""
 
 
 def speak(
+    ctx: typer.Context,
     text: Annotated[
         list[str] | None, typer.Argument(help="Text to speak; '-' or piped input reads stdin.", show_default=False)
     ] = None,
@@ -34,7 +37,7 @@ def speak(
         str | None,
         typer.Option("--format", help="wav, mp3, flac, opus or pcm (PCM16 mono); default: from -o's suffix, else wav.", show_default=False),
     ] = None,
-    voice: Annotated[str | None, typer.Option("--voice", help="Voice name (or a Piper .onnx path in process).", show_default=False)] = None,
+    voice: VoiceOption = None,
     list_voices: Annotated[bool, typer.Option("--list-voices", help="List the voices and exit.")] = False,
     speed: Annotated[float, typer.Option("--speed", min=0.25, max=4.0, help="Tempo, 0.25 to 4.0; pitch stays.")] = 1.0,
     instructions: Annotated[str | None, typer.Option("--instructions", help="Style instructions, for models that take them.", show_default=False)] = None,
@@ -42,7 +45,7 @@ def speak(
     ref_audio: Annotated[str | None, typer.Option("--ref-audio", help="Reference clip to clone a voice from (server models that can).", show_default=False)] = None,
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref-audio.", show_default=False)] = None,
     model: ModelOption = None,
-    sample_rate: Annotated[int, typer.Option("--sample-rate", help="Sample rate of the written audio.")] = 24000,
+    sample_rate: Annotated[int, typer.Option("--sample-rate", min=MIN_RATE, max=MAX_RATE, help="Sample rate of the written audio.")] = 24000,
     play: Annotated[bool, typer.Option("--play", help="Play through the default output device as it is made.")] = False,
     stream: Annotated[bool, typer.Option("--stream", help="Use the server's streaming response.")] = False,
     stream_format: Annotated[
@@ -50,17 +53,21 @@ def speak(
     ] = "sse",
     server: ServerOption = None,
     api_key: ApiKeyOption = None,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Speak text: omni speak "Hello" -o hello.mp3"""
     import asyncio
 
     from omnicli.audio.formats import check_rate, choose_format
+    from omnicli.cli.engines import EngineChoice, engines
+    from omnicli.cli.files import check_writable
     from omnicli.config import resolve_connection
     from omnicli.engine.base import SpeechRequest
 
-    connection = resolve_connection(server, api_key)
+    connection = resolve_connection(server, api_key, timeout)
+    factory = engines(ctx)
     if list_voices:
-        asyncio.run(_print_voices(connection))
+        asyncio.run(_print_voices(factory.engine(EngineChoice(connection))))
         return
     if stream_format not in ("sse", "audio"):
         raise UsageError(f"--stream-format must be 'sse' or 'audio', got {stream_format!r}")
@@ -70,6 +77,8 @@ def speak(
     check_rate(fmt, sample_rate)
     if ref_text and not ref_audio:
         raise UsageError("--ref-text needs --ref-audio")
+    if output not in (None, "-"):
+        check_writable(output, "-o")
     request = SpeechRequest(
         text=_read_text(text, file),
         voice=voice,
@@ -81,11 +90,10 @@ def speak(
         ref_text=ref_text,
     )
     play = play or output is None
-    from omnicli.cli.engines import open_engine
     from omnicli.audio.sink import SpeechOutput
 
     sink = SpeechOutput(output=output, fmt=fmt, rate=sample_rate, play=play)
-    engine = open_engine(connection, stream=stream_format if stream else None)
+    engine = factory.engine(EngineChoice(connection, speech_stream=stream_format if stream else None))
     seconds = asyncio.run(_synthesize(engine, request, sink))
     if output not in (None, "-"):
         note(f"wrote {output} ({seconds:.1f} s, {fmt.value}, {sample_rate} Hz)")
@@ -116,10 +124,7 @@ async def _synthesize(engine, request, sink) -> float:
         await engine.aclose()
 
 
-async def _print_voices(connection) -> None:
-    from omnicli.cli.engines import open_engine
-
-    engine = open_engine(connection)
+async def _print_voices(engine) -> None:
     try:
         for voice in await engine.voices():
             print(f"{voice.name}\t{voice.description}".rstrip())
@@ -131,7 +136,9 @@ def _read_text(words: list[str] | None, file: str | None) -> str:
     if words and file:
         raise UsageError("give the text as arguments or with --file, not both")
     if file == "-" or words == ["-"] or (not words and not file and not sys.stdin.isatty()):
-        text = sys.stdin.read()
+        from omnicli.cli.files import read_stdin_text
+
+        text = read_stdin_text()
     elif file:
         try:
             text = Path(file).read_text(encoding="utf-8")

@@ -12,45 +12,54 @@ import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from omnicli.audio.formats import PCM_RATE, AudioFormat, decode
-from omnicli.engine.base import AudioPart, ChatRequest, ImagePart, TextPart
-
-
-def message_json(role: str, parts) -> dict:
-    if role != "user" and all(isinstance(p, TextPart) for p in parts):
-        return {"role": role, "content": "\n".join(p.text for p in parts)}
-    content = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            content.append({"type": "text", "text": part.text})
-        elif isinstance(part, AudioPart):
-            data = base64.b64encode(part.data).decode()
-            content.append({"type": "input_audio", "input_audio": {"data": data, "format": part.format}})
-        elif isinstance(part, ImagePart):
-            url = f"data:{part.mime};base64,{base64.b64encode(part.data).decode()}"
-            content.append({"type": "image_url", "image_url": {"url": url}})
-    return {"role": role, "content": content}
+from omnicli.engine.base import AudioPart, ChatRequest, Message, Part, TextPart
+from omnicli.errors import UsageError
+from omnicli.protocol.chat import AudioOptions, ChatBody, ChatMessage, ContentPart, ImageUrl, InputAudio, StreamOptions
 
 
 def request_json(req: ChatRequest, model: str, *, stream: bool) -> dict:
-    body: dict = {
-        "model": model,
-        "messages": [message_json(m.role, m.parts) for m in req.messages],
-        "modalities": list(req.modalities),
-        "max_tokens": req.max_tokens,
-        "temperature": req.temperature,
-        "stream": stream,
-    }
-    if stream:
-        body["stream_options"] = {"include_usage": True}
+    """The request body, built through the protocol's model: the one shape our server validates."""
+    audio = None
     if req.wants_audio:
         # Streamed audio must be PCM16 for OpenAI; whole answers come as WAV (rate in the header).
-        audio = {"format": "pcm16" if stream else "wav"}
-        if req.voice:
-            audio["voice"] = req.voice
-            body["voice"] = req.voice  # vLLM-Omni reads the voice from the top level
-        body["audio"] = audio
-    return body
+        audio = AudioOptions(voice=req.voice, format="pcm16" if stream else "wav")
+    try:
+        body = ChatBody(
+            model=model,
+            messages=[_message(m) for m in req.messages],
+            modalities=list(req.modalities),  # type: ignore[arg-type]
+            audio=audio,
+            voice=req.voice if req.wants_audio else None,  # vLLM-Omni reads the voice from the top level
+            stream=stream,
+            stream_options=StreamOptions(include_usage=True) if stream else None,
+            max_tokens=req.max_tokens,
+            temperature=req.temperature,
+        )
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"])
+        raise UsageError(f"cannot send this chat request: {where}: {problem['msg']}") from None
+    return body.model_dump(exclude_none=True)
+
+
+def _message(message: Message) -> ChatMessage:
+    """Text-only messages carry a plain string: some servers (llama-cpp-python's) refuse a list."""
+    if all(isinstance(p, TextPart) for p in message.parts):
+        return ChatMessage(role=message.role, content=message.text)
+    return ChatMessage(role=message.role, content=[_part(p) for p in message.parts])
+
+
+def _part(part: Part) -> ContentPart:
+    if isinstance(part, TextPart):
+        return ContentPart(type="text", text=part.text)
+    if isinstance(part, AudioPart):
+        data = base64.b64encode(part.data).decode()
+        return ContentPart(type="input_audio", input_audio=InputAudio(data=data, format=part.format))
+    url = f"data:{part.mime};base64,{base64.b64encode(part.data).decode()}"
+    return ContentPart(type="image_url", image_url=ImageUrl(url=url))
 
 
 @dataclass

@@ -8,14 +8,26 @@ import httpx
 
 from omnicli.errors import ServerError
 
+MESSAGE_CHARS = 300
+"""How much of a server's own words an error line carries: enough to read, never a whole page."""
+
+
+def capped(text: str) -> str:
+    """One line of at most MESSAGE_CHARS characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
+
 
 def server_message(status: int, body: bytes) -> str:
     """The human part of an error body: OpenAI's error.message, FastAPI's detail, or the text."""
-    text = body.decode("utf-8", "replace").strip()
+    return capped(_message_of(body.decode("utf-8", "replace").strip()) or f"HTTP {status}")
+
+
+def _message_of(text: str) -> str:
     try:
         payload = json.loads(text)
     except ValueError:
-        return text[:300] or f"HTTP {status}"
+        return text
     if isinstance(payload, dict):
         error = payload.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -27,7 +39,7 @@ def server_message(status: int, body: bytes) -> str:
             return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
         if detail:
             return str(detail)
-    return text[:300]
+    return text
 
 
 @contextlib.asynccontextmanager
@@ -36,8 +48,10 @@ async def translated_errors(url: str) -> AsyncIterator[None]:
         yield
     except httpx.ConnectError as exc:
         raise ServerError(f"cannot reach the server at {url}: {_reason(exc)}") from exc
+    except httpx.ConnectTimeout as exc:
+        raise ServerError(f"cannot reach the server at {url}: it did not accept the connection in time") from exc
     except httpx.TimeoutException as exc:
-        raise ServerError(f"the server at {url} did not answer in time") from exc
+        raise ServerError(f"the server at {url} did not answer in time", hint="wait longer with --timeout SECONDS") from exc
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
         raise ServerError(f"the connection to {url} broke off: {_reason(exc)}") from exc
     except httpx.HTTPError as exc:
@@ -53,7 +67,7 @@ async def raise_for_status(response: httpx.Response) -> None:
 
 
 def _reason(exc: Exception) -> str:
-    return str(exc) or type(exc).__name__
+    return capped(str(exc) or type(exc).__name__)
 
 
 async def sse_json(response: httpx.Response, *, ends_with: str | None = None) -> AsyncIterator[dict]:
@@ -68,13 +82,13 @@ async def sse_json(response: httpx.Response, *, ends_with: str | None = None) ->
         try:
             payload = json.loads(event.data)
         except ValueError as exc:
-            raise ServerError(f"the server sent an event that is not JSON: {event.data[:80]!r}") from exc
+            raise ServerError(f"the server sent an event that is not JSON: {capped(event.data)[:80]!r}") from exc
         if not isinstance(payload, dict):
-            raise ServerError(f"the server sent an event that is not an object: {event.data[:80]!r}")
+            raise ServerError(f"the server sent an event that is not an object: {capped(event.data)[:80]!r}")
         if payload.get("type") == "error" or "error" in payload:
             error = payload.get("error", payload)
             message = error.get("message", error) if isinstance(error, dict) else error
-            raise ServerError(f"the server reported an error mid-stream: {message}")
+            raise ServerError(f"the server reported an error mid-stream: {capped(message)}")
         if event.event and "type" not in payload:
             payload["type"] = event.event
         if ends_with is not None and payload.get("type") == ends_with:

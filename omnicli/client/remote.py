@@ -8,12 +8,15 @@ import base64
 from collections.abc import AsyncIterator
 
 import httpx
+import numpy as np
+from pydantic import ValidationError
 
-from omnicli.audio.formats import decode
+from omnicli.audio.formats import AudioFormat, decode, encode
 from omnicli.audio.resampler import StreamResampler
 from omnicli.audio.wavstream import WavStreamDecoder
-from omnicli.client.http import raise_for_status, sse_json, translated_errors
 from omnicli.client import chat_wire
+from omnicli.client.http import raise_for_status, sse_json, translated_errors
+from omnicli.config import CONNECT_TIMEOUT, DEFAULT_TIMEOUT
 from omnicli.engine.base import (
     SPEECH_RATE,
     AudioChunk,
@@ -21,17 +24,17 @@ from omnicli.engine.base import (
     ChatDelta,
     ChatDone,
     ChatRequest,
+    Engine,
     SpeechRequest,
     TextDelta,
+    Transcript,
     Voice,
 )
-from omnicli.errors import ServerError
+from omnicli.errors import ServerError, UsageError
 from omnicli.protocol.speech import SpeechBody
 
-_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 
-
-class RemoteEngine:
+class RemoteEngine(Engine):
     name = "remote"
 
     def __init__(
@@ -41,17 +44,21 @@ class RemoteEngine:
         *,
         stream: str | None = None,
         chat_stream: bool = True,
+        timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         """Speech `stream`: None (one response), "sse" (speech.audio.delta events) or "audio"
-        (raw bytes). Chat streams over SSE unless `chat_stream` is False."""
+        (raw bytes). Chat streams over SSE unless `chat_stream` is False. `timeout`: seconds to
+        wait for the server's answer; a server that does not accept the connection fails sooner."""
         self.base_url = base_url
         self.stream = stream
         self.chat_stream = chat_stream
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=_TIMEOUT, transport=transport
+            base_url=base_url, headers=headers, transport=transport,
+            timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
         )
+        self._model: str | None = None
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
         body = self._speech_body(req)
@@ -64,21 +71,18 @@ class RemoteEngine:
                     yield chunk
 
     def _speech_body(self, req: SpeechRequest) -> dict:
-        body = SpeechBody(
-            input=req.text,
-            model=req.model,
-            voice=req.voice,
-            response_format="wav",
-            speed=req.speed,
-            instructions=req.instructions,
-            language=req.language,
-            task_type="Base" if req.ref_audio else None,
-            ref_audio=req.ref_audio,
-            ref_text=req.ref_text,
-            stream=self.stream == "sse",
-            stream_format=self.stream,
-        )
-        return body.model_dump(exclude_none=True, exclude_defaults=False)
+        """The request through the protocol's model: the shape our server validates."""
+        try:
+            body = SpeechBody.model_validate({
+                "input": req.text, "model": req.model, "voice": req.voice, "response_format": "wav",
+                "speed": req.speed, "instructions": req.instructions, "language": req.language,
+                "task_type": "Base" if req.ref_audio else None, "ref_audio": req.ref_audio,
+                "ref_text": req.ref_text, "stream": self.stream == "sse", "stream_format": self.stream,
+            })
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            raise UsageError(f"cannot send this speech request: {problem['loc'][0]}: {problem['msg']}") from None
+        return body.model_dump(exclude_none=True)
 
     async def _speech_whole(self, body: dict) -> AsyncIterator[AudioChunk]:
         response = await self._client.post("/v1/audio/speech", json=body)
@@ -128,7 +132,9 @@ class RemoteEngine:
                 pieces = self._chat_streamed(body)
             else:
                 pieces = self._chat_whole(body)
-            text, usage, reason = [], {}, None
+            text: list[str] = []
+            usage: dict = {}
+            reason: str | None = None
             async for piece in pieces:
                 if piece.text:
                     text.append(piece.text)
@@ -160,15 +166,57 @@ class RemoteEngine:
 
     async def _default_model(self) -> str:
         """The server's first model: omni serve and vLLM-Omni serve one; OpenAI needs --model."""
-        response = await self._client.get("/v1/models")
-        if response.status_code < 400:
-            try:
-                models = response.json().get("data") or []
-            except ValueError:
-                models = []
-            if models and models[0].get("id"):
-                return models[0]["id"]
-        raise ServerError(f"the server at {self.base_url} lists no model; name one with --model")
+        if self._model is None:
+            response = await self._client.get("/v1/models")
+            if response.status_code != 404:
+                await raise_for_status(response)  # a wrong key says so, not "lists no model"
+                try:
+                    models = response.json().get("data") or []
+                except (ValueError, AttributeError):
+                    models = []
+                if models and isinstance(models[0], dict) and models[0].get("id"):
+                    self._model = str(models[0]["id"])
+            if self._model is None:
+                raise ServerError(f"the server at {self.base_url} lists no model; name one with --model")
+        return self._model
+
+    async def transcribe(
+        self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
+        words: bool = False,
+    ) -> Transcript:
+        """`/v1/audio/transcriptions`: segments (and words) from verbose_json where the server
+        gives it, else the plain json answer. `quick` is the server's business."""
+        wav = encode(samples, rate, AudioFormat.WAV)
+        seconds = len(samples) / rate
+        async with translated_errors(self.base_url):
+            fields = {"model": await self._default_model(), "response_format": "verbose_json"}
+            if language:
+                fields["language"] = language
+            if words:
+                fields["timestamp_granularities[]"] = ["segment", "word"]  # type: ignore[assignment]
+            response = await self._post_audio(fields, wav)
+            if response.status_code in (400, 422):  # a server that only answers json
+                fields["response_format"] = "json"
+                fields.pop("timestamp_granularities[]", None)
+                response = await self._post_audio(fields, wav)
+            await raise_for_status(response)
+        try:
+            payload = response.json()
+            return Transcript(
+                text=str(payload["text"]).strip(),
+                language=payload.get("language") or language,
+                seconds=float(payload.get("duration") or seconds),
+                segments=[{"start": float(s["start"]), "end": float(s["end"]), "text": str(s["text"]).strip()}
+                          for s in payload.get("segments") or []],
+                words=[{"start": float(w["start"]), "end": float(w["end"]), "word": str(w["word"]).strip()}
+                       for w in payload.get("words") or []],
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ServerError(f"the server's transcription could not be read: {exc!r}"[:300]) from exc
+
+    async def _post_audio(self, fields: dict, wav: bytes) -> httpx.Response:
+        return await self._client.post("/v1/audio/transcriptions", data=fields,
+                                       files={"file": ("audio.wav", wav, "audio/wav")})
 
     async def check(self) -> None:
         """Fail fast, with one clear line, when the server cannot be reached at all."""

@@ -1,0 +1,141 @@
+"""`omni bench-wer` end to end: the embedded voice, a live server, existing audio, resume, gates."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import DATA, free_port
+
+META = DATA / "meta_dev.lst"
+
+
+def lines_of(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_embedded_run_scores_every_utterance(omni, tmp_path):
+    out, report = tmp_path / "run", tmp_path / "report.html"
+    result = omni("bench-wer", "-d", str(META), "--out", str(out), "--json", "--report", str(report), "-c", "2")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["scored"] == summary["utterances"] == 20
+    assert summary["wer_mean"] < 0.15 and summary["wer_corpus"] < 0.15
+    assert summary["ttfa_p50"] > 0 and 0 < summary["rtf_mean"] < 1
+    records = lines_of(out / "items.jsonl")
+    assert sorted(r["utt"] for r in records) == [f"dev_{n:02d}" for n in range(1, 21)]
+    assert json.loads((out / "summary.json").read_text()) == summary
+    page = report.read_text()
+    assert "<svg" in page and "Worst" in page and "dev_" in page and "<script" not in page
+
+
+def test_killed_run_resumes_and_scores_each_utterance_once(tmp_path):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "omnicli", "bench-wer", "-d", str(META), "--out", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = out / "items.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if journal.exists() and len(journal.read_text().splitlines()) >= 5:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = len(journal.read_text().splitlines())
+    assert 5 <= before < 20
+    resumed = subprocess.run([*command, "--resume", "--json"], capture_output=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{before} utterances already scored" in resumed.stderr.decode()
+    utts = [r["utt"] for r in lines_of(journal)]
+    assert len(utts) == len(set(utts)) == 20
+    assert json.loads(resumed.stdout)["scored"] == 20
+
+
+def test_against_omni_serve_with_concurrency(omni, omni_server):
+    result = omni("bench-wer", "-d", str(META), "--limit", "8", "--server", omni_server, "-c", "4", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["scored"] == 8 and summary["target"] == omni_server
+    assert summary["wer_mean"] < 0.2 and summary["ttfa_p90"] > 0
+
+
+@pytest.fixture
+def audio_dir(omni, tmp_path):
+    """Clips for a three-line list: the first two say their lines, the third says something else."""
+    listing = tmp_path / "meta.lst"
+    listing.write_text("a|||The children built a small castle.\nb|||Remember to save your work.\nc|||The bakery opens at six.\nd|||No clip for this one.\n")
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for utt, text in [("a", "The children built a small castle."), ("b", "Remember to save your work."),
+                      ("c", "Completely different words here.")]:
+        assert omni("speak", text, "-o", str(clips / f"{utt}.wav")).returncode == 0
+    return listing, clips
+
+
+def test_audio_dir_scores_existing_files(omni, audio_dir):
+    listing, clips = audio_dir
+    result = omni("bench-wer", "-d", str(listing), "--audio-dir", str(clips), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["scored"] == 3 and summary["failures"]["no_audio"] == 1
+    assert summary["ttfa_p50"] is None
+    assert "d (line 4): no_audio" in result.stderr.decode()
+
+
+def test_max_wer_gate(omni, audio_dir):
+    listing, clips = audio_dir
+    passed = omni("bench-wer", "-d", str(listing), "--audio-dir", str(clips), "--max-wer", "0.9")
+    assert passed.returncode == 0, passed.stderr
+    gated = omni("bench-wer", "-d", str(listing), "--audio-dir", str(clips), "--max-wer", "0.1")
+    assert gated.returncode == 3
+    assert "above --max-wer 0.1" in gated.stderr.decode()
+
+
+def test_malformed_lines_are_reported_and_counted(omni, tmp_path):
+    listing = tmp_path / "meta.lst"
+    listing.write_text("x1|||The quick brown fox jumps over the lazy dog.\nbroken line|only two\nx2|||She sells sea shells.\n")
+    result = omni("bench-wer", "-d", str(listing), "--json")
+    assert result.returncode == 0, result.stderr
+    assert "line 2:" in result.stderr.decode()
+    summary = json.loads(result.stdout)
+    assert summary["malformed_lines"] == 1 and summary["scored"] == 2
+
+
+def test_missing_prompt_wav_is_reported(omni, omni_server, tmp_path):
+    listing = tmp_path / "meta.lst"
+    listing.write_text("p1|what was said|missing.wav|The library will be closed next Monday.\n"
+                       "p2|||The pilot announced an early landing.\n")
+    result = omni("bench-wer", "-d", str(listing), "--server", omni_server, "--clone", "--json")
+    assert result.returncode == 0, result.stderr
+    stderr = result.stderr.decode()
+    assert "line 1: prompt wav" in stderr and "missing.wav" in stderr
+    summary = json.loads(result.stdout)
+    assert summary["failures"]["request_failed"] == 1 and summary["scored"] == 1
+
+
+def test_embedded_engine_says_it_cannot_clone(omni, tmp_path):
+    listing = tmp_path / "meta.lst"
+    (tmp_path / "p.wav").write_bytes(b"")
+    listing.write_text("c1|prompt text|p.wav|Turn left at the second traffic light.\n")
+    result = omni("bench-wer", "-d", str(listing), "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.decode().count("cannot clone") == 1
+
+
+@pytest.mark.parametrize(
+    "args, code, needle",
+    [
+        (["-d", "/nonexistent/meta.lst"], 2, "dataset not found"),
+        (["-d", str(META), "--server", f"http://127.0.0.1:{free_port()}"], 1, "cannot reach the server"),
+        (["-d", str(META), "--resume"], 2, "--out"),
+        (["-d", str(META), "--normalizer", "nope"], 2, "--normalizer"),
+    ],
+)
+def test_bad_inputs(omni, args, code, needle):
+    result = omni("bench-wer", *args)
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]

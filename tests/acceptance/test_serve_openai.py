@@ -1,0 +1,122 @@
+"""The official `openai` client against a live `omni serve` on 127.0.0.1."""
+
+import base64
+import io
+
+import numpy as np
+import pytest
+import soundfile as sf
+from openai import BadRequestError, OpenAI
+from test_speak_cli import TEXT, decode
+
+from speech_check import normalize, wer
+
+
+@pytest.fixture(scope="module")
+def client(omni_server) -> OpenAI:
+    return OpenAI(base_url=f"{omni_server}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.mark.parametrize("fmt", ["wav", "mp3", "flac", "opus", "pcm"])
+def test_speech_every_format(client, judge, fmt):
+    response = client.audio.speech.create(model="omni-embedded", voice="joe", input=TEXT, response_format=fmt)
+    samples, rate = decode(response.read(), fmt)
+    assert rate == 24000
+    assert judge.wer_of(TEXT, samples, rate) < 0.2
+
+
+@pytest.fixture(scope="module")
+def server_voice_clip(client) -> bytes:
+    return client.audio.speech.create(model="omni-embedded", voice="joe", input=TEXT, response_format="flac").read()
+
+
+def test_transcription_of_the_servers_own_voice(client, server_voice_clip):
+    result = client.audio.transcriptions.create(model="whisper-1", file=("clip.flac", server_voice_clip))
+    assert wer(TEXT, result.text) < 0.15
+    text = client.audio.transcriptions.create(model="whisper-1", file=("clip.flac", server_voice_clip), response_format="text")
+    assert normalize(text) == normalize(result.text)
+    verbose = client.audio.transcriptions.create(
+        model="whisper-1", file=("clip.flac", server_voice_clip), response_format="verbose_json")
+    assert verbose.language == "en" and verbose.duration > 2 and verbose.segments
+
+
+def test_chat_text(client):
+    completion = client.chat.completions.create(
+        model="omni-embedded", messages=[{"role": "user", "content": "Say hello."}], max_tokens=30, temperature=0)
+    assert completion.choices[0].message.content.strip()
+    assert completion.usage.completion_tokens > 0
+
+
+def test_chat_text_streaming(client):
+    stream = client.chat.completions.create(
+        model="omni-embedded", messages=[{"role": "user", "content": "Say hello."}], max_tokens=30,
+        temperature=0, stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip()
+    assert chunks[-1].usage.completion_tokens > 0
+
+
+def test_chat_with_audio_in_and_out(client, server_voice_clip, judge):
+    wav = io.BytesIO()
+    samples, rate = sf.read(io.BytesIO(server_voice_clip), dtype="float32")
+    sf.write(wav, samples, rate, format="WAV")
+    completion = client.chat.completions.create(
+        model="omni-embedded",
+        modalities=["text", "audio"],
+        audio={"voice": "joe", "format": "wav"},
+        max_tokens=40,
+        temperature=0,
+        messages=[{"role": "user", "content": [
+            {"type": "text", "text": "Repeat what you hear."},
+            {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav.getvalue()).decode(), "format": "wav"}},
+        ]}],
+    )
+    audio = completion.choices[0].message.audio
+    assert audio.transcript.strip()
+    answer, rate = sf.read(io.BytesIO(base64.b64decode(audio.data)), dtype="float32")
+    assert judge.wer_of(audio.transcript, answer, rate) < 0.35
+
+
+def test_chat_audio_streaming(client, judge):
+    stream = client.chat.completions.create(
+        model="omni-embedded", modalities=["text", "audio"], audio={"voice": "joe", "format": "pcm16"},
+        messages=[{"role": "user", "content": "Tell me two facts about the sun."}],
+        max_tokens=60, temperature=0, stream=True)
+    transcript, pcm = [], []
+    for chunk in stream:
+        for choice in chunk.choices:
+            audio = choice.delta.audio
+            if audio is not None:
+                transcript.append(audio.transcript or "")
+                if audio.data:
+                    pcm.append(base64.b64decode(audio.data))
+    samples = np.frombuffer(b"".join(pcm), dtype="<i2").astype(np.float32) / 32768
+    text = "".join(transcript)
+    assert text.strip() and len(samples) > 24000
+    assert judge.wer_of(text, samples, 24000) < 0.35
+
+
+@pytest.mark.parametrize(
+    "call, needle",
+    [
+        (lambda c: c.audio.speech.create(model="m", voice="joe", input="hi", response_format="aac"), "response_format"),
+        (lambda c: c.audio.speech.create(model="m", voice="joe", input="hi", speed=10), "speed"),
+        (lambda c: c.audio.speech.create(model="m", voice="nobody", input="hi"), "nobody"),
+        (lambda c: c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+                                             modalities=["text", "audio"], audio={"voice": "joe", "format": "aac"}),
+         "Invalid audio format 'aac'"),
+        (lambda c: c.chat.completions.create(model="m", messages=[]), "messages"),
+        (lambda c: c.chat.completions.create(model="m", messages=[{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]), "cannot see images"),
+        (lambda c: c.chat.completions.create(model="m", messages=[{"role": "user", "content": [
+            {"type": "input_audio", "input_audio": {"data": "@@not base64@@", "format": "wav"}}]}]), "base64"),
+        (lambda c: c.audio.transcriptions.create(model="m", file=("x.wav", b"not audio")), "not a readable audio file"),
+        (lambda c: c.audio.transcriptions.create(model="m", file=("x.wav", b"x"), response_format="xml"), "response_format"),
+    ],
+)
+def test_bad_requests_get_a_clear_400(client, call, needle):
+    with pytest.raises(BadRequestError) as caught:
+        call(client)
+    assert needle in caught.value.response.json()["error"]["message"]
+    assert client.models.list().data[0].id == "omni-embedded"

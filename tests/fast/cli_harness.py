@@ -1,0 +1,41 @@
+"""The real `omni` Typer app under `CliRunner`, handed a scripted engine through `ctx.obj`
+(the `Engines` seam), with the config file pointed at a missing path and no server settings
+from the environment, so only what a test passes counts."""
+
+from pathlib import Path
+
+from typer.testing import CliRunner, Result
+
+from omnicli.cli.engines import EngineChoice, Engines
+from omnicli.cli.main import app
+
+from scripted import ScriptedEngine
+
+CLEAN_ENV = {
+    "OMNI_CONFIG": "/nonexistent/omni/config.toml",
+    "OMNI_SERVER": None, "OMNI_API_KEY": None, "OPENAI_API_KEY": None, "OPENAI_BASE_URL": None,
+    "OMNI_TIMEOUT": None, "OMNI_TRACEBACK": None,
+}
+
+
+class ScriptedEngines(Engines):
+    """Hands every command the same scripted engine (and judge); records what was chosen."""
+
+    def __init__(self, engine: ScriptedEngine | None = None, judge: ScriptedEngine | None = None) -> None:
+        self.scripted = engine or ScriptedEngine()
+        self.scripted_judge = judge or ScriptedEngine()
+        self.choices: list[EngineChoice] = []
+
+    def engine(self, choice: EngineChoice) -> ScriptedEngine:
+        self.choices.append(choice)
+        return self.scripted
+
+    def judge(self, asr_model: str | None, device: str) -> ScriptedEngine:
+        return self.scripted_judge
+
+
+def omni(*args: str | Path, engines: Engines | None = None, input: bytes | str | None = None,
+         env: dict | None = None) -> Result:
+    """Run `omni ARGS` in process; stdout and stderr come back apart (result.stdout/.stderr)."""
+    return CliRunner().invoke(app, [str(a) for a in args], obj=engines, input=input,
+                              env={**CLEAN_ENV, **(env or {})}, catch_exceptions=False)
