@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus"]
+from omnicli.audio.formats import AudioFormat
 
 
 class SpeechBody(BaseModel):
@@ -17,7 +17,7 @@ class SpeechBody(BaseModel):
     input: str
     model: str | None = None
     voice: str | None = None
-    response_format: ResponseFormat = "wav"
+    response_format: AudioFormat = AudioFormat.WAV
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
     instructions: str | None = None
     language: str | None = None
@@ -37,9 +37,9 @@ class SpeechBody(BaseModel):
 
     @model_validator(mode="after")
     def _streams_are_pcm_or_wav(self) -> "SpeechBody":
-        if self.streaming and self.response_format not in ("pcm", "wav"):
+        if self.streaming and self.response_format not in (AudioFormat.PCM, AudioFormat.WAV):
             raise ValueError(
-                f"streaming needs response_format 'pcm' or 'wav', got '{self.response_format}'"
+                f"streaming needs response_format 'pcm' or 'wav', got '{self.response_format.value}'"
             )
         return self
 
