@@ -66,6 +66,11 @@ def resolve_connection(server: str | None, api_key: str | None, timeout: float |
     )
 
 
+def server_url(value: str, source: str) -> str:
+    """A server URL given by `source` (a flag), checked and without a trailing /v1."""
+    return _base_url(_check_url(value, source))
+
+
 def _first(*candidates: tuple[object, str]) -> tuple[object, str]:
     """The first value that is set, and where it came from (for error messages)."""
     for value, source in candidates:

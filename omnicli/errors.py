@@ -37,3 +37,13 @@ class ServerError(OmniError):
 
 class AudioDeviceError(OmniError):
     """A sound device could not be opened or failed while running."""
+
+
+MESSAGE_CHARS = 300
+"""How much of a server's own words an error line carries: enough to read, never a whole page."""
+
+
+def capped(text: str) -> str:
+    """One line of at most MESSAGE_CHARS characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"

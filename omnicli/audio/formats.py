@@ -75,19 +75,27 @@ def format_from_path(path: str | Path) -> AudioFormat | None:
 
 
 def choose_format(explicit: str | None, path: str | None) -> AudioFormat:
-    """`--format` wins; otherwise the output's suffix; otherwise WAV."""
+    """`--format`, which must agree with the output's suffix when that names a format; otherwise
+    the suffix; otherwise WAV. (MP3 bytes in a .wav file fool every player that trusts the name.)"""
     if explicit:
-        return parse_format(explicit)
+        fmt = parse_format(explicit)
+        named = format_from_path(path) if path and path != "-" else None
+        if named is not None and named is not fmt:
+            raise UsageError(
+                f"--format {explicit} contradicts the output {path} (a {named.value} file); "
+                "drop --format or change the suffix"
+            )
+        return fmt
     if path and path != "-":
         suffix = Path(path).suffix
         if suffix:
-            fmt = format_from_path(path)
-            if fmt is None:
+            from_suffix = format_from_path(path)
+            if from_suffix is None:
                 raise UsageError(
                     f"cannot tell the audio format from {path!r}; use --format "
                     f"({SUPPORTED_FORMATS})"
                 )
-            return fmt
+            return from_suffix
     return AudioFormat.WAV
 
 

@@ -57,6 +57,11 @@ class SpeechOutput:
         elif self.output is not None:
             self._parts.append(chunk.samples)
 
+    @property
+    def empty(self) -> bool:
+        """No audio was written (yet)."""
+        return self._samples == 0
+
     async def finish(self) -> float:
         """Complete every output; returns the seconds of speech produced."""
         if self._samples == 0:

@@ -26,9 +26,13 @@ log = logging.getLogger("omni")
 
 
 class Judge(Protocol):
-    """What hears the audio: any engine's `transcribe` (Whisper in process by default)."""
+    """What hears the audio: Whisper in process by default, or a server's (an ASR stage)."""
 
     async def transcribe(self, samples: np.ndarray, rate: int, *, language: str | None = None) -> Transcript: ...
+
+    async def preload(self) -> None:
+        """Load the model, or reach the server, before the first utterance is made."""
+        ...
 
 
 @dataclass(frozen=True)

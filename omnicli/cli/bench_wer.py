@@ -11,7 +11,15 @@ from typing import Annotated
 import typer
 
 from omnicli.cli.console import note
-from omnicli.cli.options import ApiKeyOption, AsrModelOption, ModelOption, ServerOption, TimeoutOption, VoiceOption
+from omnicli.cli.options import (
+    ApiKeyOption,
+    AsrModelOption,
+    AsrServerOption,
+    ModelOption,
+    ServerOption,
+    TimeoutOption,
+    VoiceOption,
+)
 from omnicli.errors import OmniError, UsageError
 
 WER_GATE_EXIT = 3
@@ -29,6 +37,7 @@ def bench_wer(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, max=64, help="Synthesis requests in flight.")] = 1,
     audio_dir: Annotated[str | None, typer.Option("--audio-dir", help="Score existing <utt>.wav files instead of synthesizing.", show_default=False)] = None,
     asr_model: AsrModelOption = None,
+    asr_server: AsrServerOption = None,
     asr_device: Annotated[str, typer.Option("--asr-device", help="cpu or cuda.")] = "cpu",
     language: Annotated[str | None, typer.Option("--language", help="en or zh; default: per utterance from its text.", show_default=False)] = None,
     normalizer: Annotated[str, typer.Option("--normalizer", help="seed-tts (the protocol) or whisper (Whisper's English normaliser).")] = "seed-tts",
@@ -93,7 +102,7 @@ def bench_wer(
         concurrency=concurrency, clone=wants_clone, voice=voice, model=model, language=language,
         normalizer=normalizer, audio_dir=Path(audio_dir) if audio_dir else None, keep_audio_dir=keep_dir,
     )
-    judge = factory.judge(asr_model, asr_device)
+    judge = factory.judge(asr_model, asr_device, _judge_connection(asr_server, connection))
     try:
         asyncio.run(_run(todo, factory, connection, judge, options, journal, audio_dir is not None))
     finally:
@@ -124,16 +133,26 @@ def bench_wer(
         raise typer.Exit(WER_GATE_EXIT)
 
 
+def _judge_connection(asr_server: str | None, connection):
+    """The Whisper server that judges (--asr-server), reached with the run's key and timeout."""
+    if not asr_server:
+        return None
+    from omnicli.config import Connection, server_url
+
+    return Connection(server_url(asr_server, "--asr-server"), connection.api_key, connection.timeout)
+
+
 async def _run(todo, factory, connection, judge, options, journal, scoring_only: bool) -> None:
     from omnicli.bench.progress import BenchProgress
     from omnicli.bench.runner import run_bench
     from omnicli.cli.engines import EngineChoice
 
     engine = None
-    if not scoring_only:
-        engine = factory.engine(EngineChoice(connection, speech_stream="audio"))
-        await engine.check()
     try:
+        await judge.preload()
+        if not scoring_only:
+            engine = factory.engine(EngineChoice(connection, speech_stream="audio"))
+            await engine.check()
         with BenchProgress(len(todo)) as progress:
             def record(entry: dict) -> None:
                 journal.append(entry)
@@ -145,6 +164,7 @@ async def _run(todo, factory, connection, judge, options, journal, scoring_only:
     finally:
         if engine is not None:
             await engine.aclose()
+        await factory.release(judge)
 
 
 def _print_table(summary: dict) -> None:

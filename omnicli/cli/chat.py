@@ -9,10 +9,15 @@ import typer
 from omnicli.cli.options import (
     ApiKeyOption,
     AsrModelOption,
+    AsrServerOption,
+    LlmModelOption,
     LlmOption,
+    LlmServerOption,
     ModelOption,
     ServerOption,
     TimeoutOption,
+    TtsModelOption,
+    TtsServerOption,
     VoiceOption,
 )
 from omnicli.errors import UsageError
@@ -50,12 +55,20 @@ def chat(
     server: ServerOption = None,
     api_key: ApiKeyOption = None,
     timeout: TimeoutOption = None,
+    asr_server: AsrServerOption = None,
+    llm_server: LlmServerOption = None,
+    llm_model: LlmModelOption = None,
+    tts_server: TtsServerOption = None,
+    tts_model: TtsModelOption = None,
+    no_local_stages: Annotated[
+        bool, typer.Option("--no-local-stages", help="Refuse, instead of hearing and speaking here, when --server can do neither.")
+    ] = False,
 ) -> None:
     """Chat: omni chat "what is in this clip?" -a clip.wav --modalities text,audio -o answer.mp3"""
     from omnicli.audio.formats import choose_format
     from omnicli.cli.attachments import read_attachment
     from omnicli.cli.chat_session import ChatSession, TurnOutput
-    from omnicli.cli.engines import EngineChoice, engines
+    from omnicli.cli.engines import EngineChoice, engines, stage_servers
     from omnicli.cli.files import check_writable, read_stdin_text
     from omnicli.config import resolve_connection
     from omnicli.engine.base import DEFAULT_MAX_TOKENS, Message, TextPart
@@ -82,7 +95,9 @@ def chat(
     if json_output and output_audio == "-":
         raise UsageError("--json prints to stdout; write the audio to a file with -o PATH")
 
-    engine = engines(ctx).engine(EngineChoice(connection, llm=llm, asr_model=asr_model, chat_stream=not no_stream))
+    servers = stage_servers(asr_server, llm_server, tts_server, llm_model=llm_model, tts_model=tts_model)
+    engine = engines(ctx).engine(EngineChoice(connection, llm=llm, asr_model=asr_model, chat_stream=not no_stream,
+                                              stages=servers, local_stages=not no_local_stages))
     session = ChatSession(
         engine,
         system=system if system is not None else (DEFAULT_SYSTEM if not connection.server else None),
@@ -100,3 +115,5 @@ def chat(
         result = session.one_shot(Message("user", user))
         if json_output:
             print(json.dumps(result, indent=None))
+        if session.failed:  # the text came, the audio file asked for did not (said already)
+            raise typer.Exit(1)

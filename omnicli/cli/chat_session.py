@@ -1,13 +1,16 @@
 """A chat conversation on any engine: one turn at a time, history kept for the session.
 
 Text streams to stdout as it arrives; speech goes to a file (written whole) and/or the speaker.
-In the REPL, Ctrl-C cancels the answer being made, not the session.
+In the REPL, Ctrl-C cancels the answer being made, not the session; a turn that fails says so
+and the session goes on, but the session then ends with exit code 1 (a script feeding it turns
+learns that not every turn was answered).
 """
 
 import asyncio
 import json
 import logging
 import sys
+import time
 from dataclasses import dataclass
 
 from omnicli.audio.chunk import SPEECH_RATE
@@ -59,6 +62,9 @@ class ChatSession:
         self.temperature = temperature
         self.output = output
         self.history: list[Message] = []
+        self.turns = 0
+        self.failed = 0
+        """Turns that failed, or whose audio file could not be written (no audio came back)."""
         self.reset()
 
     def reset(self) -> None:
@@ -104,6 +110,8 @@ class ChatSession:
                         self._run_turn(runner, Message("user", [TextPart(line)]))
             finally:
                 runner.run(self.engine.aclose())
+        if self.failed:
+            raise OmniError(f"{self.failed} of {self.turns} turns failed")
 
     def _run_turn(self, runner: asyncio.Runner, message: Message) -> None:
         try:
@@ -111,7 +119,8 @@ class ChatSession:
         except KeyboardInterrupt:
             print("\n(cancelled)", file=sys.stderr)
         except OmniError as exc:
-            print(f"omni: error: {exc}", file=sys.stderr)
+            self.failed += 1
+            print(f"omni: error: {exc}" + (f" ({exc.hint})" if exc.hint else ""), file=sys.stderr)
 
     def save(self, path: str) -> None:
         from omnicli.audio.atomic import atomic_write
@@ -137,18 +146,23 @@ class ChatSession:
             max_tokens=self.max_tokens,
             temperature=self.temperature,
         )
+        self.turns += 1
         sink = self._speech_sink()
         transcripts: list[str] = []
         done: ChatDone | None = None
+        clock = _Clock()
         try:
             if sink is not None:
                 await sink.open()
             async for delta in self.engine.chat(req):
                 match delta:
-                    case TextDelta(text=text) if not self.output.json:
-                        sys.stdout.write(text)
-                        sys.stdout.flush()
+                    case TextDelta(text=text):
+                        clock.first("text")
+                        if not self.output.json:
+                            sys.stdout.write(text)
+                            sys.stdout.flush()
                     case AudioDelta(chunk=chunk) if sink is not None:
+                        clock.first("audio")
                         await sink.write(chunk)
                     case TranscriptDelta(text=text):
                         transcripts.append(text)
@@ -158,6 +172,10 @@ class ChatSession:
             if not self.output.json:
                 sys.stdout.write("\n")
                 sys.stdout.flush()
+            if sink is not None and done is not None and sink.empty:
+                self._no_audio()
+                sink.abort()
+                sink = None
             if sink is not None:
                 await sink.finish()
         finally:
@@ -177,8 +195,18 @@ class ChatSession:
             "audio": self.output.path if sink is not None and self.output.path else None,
             "finish_reason": done.finish_reason,
             "usage": done.usage,
-            "timings": done.metrics,
+            "timings": {**clock.seconds(), **done.metrics},
         }
+
+    def _no_audio(self) -> None:
+        """Audio was asked for and none came (a text-only server): the text stands; a file the
+        user named is not written, and that is an error; speech only to play is a warning."""
+        what = "no audio came back (the answer is text only)"
+        if self.output.path:
+            self.failed += 1
+            print(f"omni: error: {what}; nothing written to {self.output.path}", file=sys.stderr)
+        else:
+            print(f"omni: warning: {what}", file=sys.stderr)
 
     def _speech_sink(self):
         if "audio" not in self.modalities:
@@ -197,3 +225,26 @@ class ChatSession:
                 [TextPart(next(heard)) if isinstance(p, AudioPart) else p for p in message.parts],
             )
         self.history += [message, Message("assistant", [TextPart(answer)])]
+
+
+class _Clock:
+    """What the user waited for, measured here whatever the engine: the first text, the first
+    audio, the whole answer (seconds from sending the request)."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self._firsts: dict[str, float] = {}
+
+    def first(self, what: str) -> None:
+        self._firsts.setdefault(what, time.perf_counter() - self._start)
+
+    def seconds(self) -> dict[str, float | None]:
+        return {
+            "first_text_seconds": _rounded(self._firsts.get("text")),
+            "first_audio_seconds": _rounded(self._firsts.get("audio")),
+            "total_seconds": _rounded(time.perf_counter() - self._start),
+        }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 4)

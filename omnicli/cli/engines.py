@@ -1,53 +1,148 @@
-"""The one place commands get what they drive: an engine (in process or a server), the realtime
-transport to a session for talk, and the judge that hears bench-wer's audio.
+"""The one place commands get what they drive: an engine (in process, a server, or stages spread
+over both), the realtime transport to a session for talk, and the judge that hears bench-wer's audio.
 
 Commands take an `Engines` from Typer's context (`ctx.obj`); `main()` passes none, so the
 defaults below apply. A test hands the CLI another engine with
-`CliRunner().invoke(app, args, obj=MyEngines())`, never by patching globals.
+`CliRunner().invoke(app, args, obj=MyEngines())`, never by patching globals; a test that wants
+the real factory against a fake server sets `http` to an `httpx.MockTransport`.
 """
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from omnicli.config import Connection
 from omnicli.engine.base import Engine
+from omnicli.errors import UsageError
 
 if TYPE_CHECKING:
     from omnicli.bench.runner import Judge
+    from omnicli.client.remote import RemoteEngine
+    from omnicli.engine.stages import Stages
+
+
+@dataclass(frozen=True)
+class StageServers:
+    """Where the staged engine's stages run: a server URL each, or None (in this process)."""
+
+    asr: str | None = None
+    llm: str | None = None
+    tts: str | None = None
+    llm_model: str | None = None
+    """What to ask --llm-server for (default: its first listed model)."""
+    tts_model: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.asr or self.llm or self.tts)
+
+
+def stage_servers(asr: str | None = None, llm: str | None = None, tts: str | None = None, *,
+                  llm_model: str | None = None, tts_model: str | None = None) -> StageServers:
+    """The stage flags, each URL checked (a bad one is a usage error naming its flag)."""
+    from omnicli.config import server_url
+
+    return StageServers(
+        asr=server_url(asr, "--asr-server") if asr else None,
+        llm=server_url(llm, "--llm-server") if llm else None,
+        tts=server_url(tts, "--tts-server") if tts else None,
+        llm_model=llm_model, tts_model=tts_model,
+    )
 
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """What the command line chose: a server, or the in-process models to load."""
+    """What the command line chose: a server, or the in-process models to load, or a mix."""
 
     connection: Connection
     llm: str | None = None
     asr_model: str | None = None
+    """Whisper in process; with --asr-server, the model to ask it for."""
     voice: str | None = None
     speech_stream: str | None = None
     """To a server: None (one whole answer), "sse" or "audio" (streamed speech)."""
     chat_stream: bool = True
+    model: str | None = None
+    """The model to ask --server for when a request names none."""
+    stages: StageServers = field(default_factory=StageServers)
+    local_stages: bool | None = None
+    """Chat against a --server that neither hears nor speaks: hear and speak here (True) or
+    refuse (False); None: use the server as it is."""
 
 
 class Engines:
     """Builds engines for the commands; subclass it to hand them something else."""
 
+    http: Any = None
+    """An httpx transport every server connection uses (tests: `httpx.MockTransport`)."""
+
     def engine(self, choice: EngineChoice) -> Engine:
         connection = choice.connection
         if connection.server:
-            from omnicli.client.remote import RemoteEngine
+            if choice.stages:
+                raise UsageError("--server hands the whole answer to one server; --asr-server, --llm-server and "
+                                 "--tts-server place stages of the in-process engine: use one or the other")
+            server = self.remote(connection, connection.server, model=choice.model, stream=choice.speech_stream,
+                                 chat_stream=choice.chat_stream)
+            if choice.local_stages is None:
+                return server
+            return self._around(server, choice)
+        if not choice.stages:
+            from omnicli.engine.staged import StagedEngine
 
-            return RemoteEngine(connection.server, connection.api_key, stream=choice.speech_stream,
-                                chat_stream=choice.chat_stream, timeout=connection.timeout)
-        from omnicli.engine.staged import embedded_engine
+            return StagedEngine(self.local_stages(choice))
+        return self._staged(choice)
 
-        return embedded_engine(llm=choice.llm, asr_model=choice.asr_model, voice=choice.voice)
+    def local_stages(self, choice: EngineChoice) -> "Stages":
+        """The in-process stages (loaded on first use, so the ones a server replaces never are)."""
+        from omnicli.engine.staged import embedded_stages
+
+        return embedded_stages(llm=choice.llm, asr_model=choice.asr_model, voice=choice.voice)
+
+    def remote(self, connection: Connection, url: str, **options) -> "RemoteEngine":
+        """A client for the server at `url`, with the connection's key and timeout."""
+        from omnicli.client.remote import RemoteEngine
+
+        return RemoteEngine(url, connection.api_key, timeout=connection.timeout, transport=self.http, **options)
+
+    def _staged(self, choice: EngineChoice) -> Engine:
+        from omnicli.client.stages import HybridEngine, RemoteASR, RemoteStage, RemoteTalker, RemoteThinker
+
+        servers, connection = choice.stages, choice.connection
+        stages = self.local_stages(choice)
+        remote: list[RemoteStage] = []
+        if servers.asr:
+            asr = RemoteASR(self.remote(connection, servers.asr, model=choice.asr_model))
+            stages = replace(stages, asr=asr)
+            remote.append(asr)
+        if servers.llm:
+            thinker = RemoteThinker(self.remote(connection, servers.llm, model=servers.llm_model))
+            stages = replace(stages, thinker=thinker)
+            remote.append(thinker)
+        if servers.tts:
+            talker = RemoteTalker(self.remote(connection, servers.tts), model=servers.tts_model, default_voice=choice.voice)
+            stages = replace(stages, talker=talker)
+            remote.append(talker)
+        return HybridEngine(stages, remote)
+
+    def _around(self, server: "RemoteEngine", choice: EngineChoice) -> Engine:
+        import functools
+
+        from omnicli.cli.console import note
+        from omnicli.client.stages import ServerAsThinker, has_audio_routes
+
+        connection = choice.connection
+        probe = functools.partial(has_audio_routes, server.base_url, connection.api_key,
+                                  timeout=connection.timeout, transport=self.http)
+        return ServerAsThinker(server, lambda: self.local_stages(choice), probe=probe,
+                               allowed=bool(choice.local_stages), say=note)
 
     def transport(self, choice: EngineChoice, model: str | None):
         """A realtime session: over a WebSocket to the server, or in this process on the engine."""
         if choice.connection.server:
+            if choice.stages:
+                raise UsageError("--server talks to a whole realtime server; --asr-server, --llm-server and "
+                                 "--tts-server place stages of the in-process session: use one or the other")
             from omnicli.realtime.transport import WebSocketTransport
 
             return WebSocketTransport(choice.connection.server, choice.connection.api_key, model)
@@ -55,18 +150,25 @@ class Engines:
 
         return LocalTransport(self.engine(choice))
 
-    def judge(self, asr_model: str | None, device: str) -> "Judge":
-        """What hears bench-wer's audio: Whisper in this process, standard decoding."""
+    def judge(self, asr_model: str | None, device: str, server: Connection | None = None) -> "Judge":
+        """What hears bench-wer's audio: Whisper in this process (standard decoding), or the
+        `/v1/audio/transcriptions` of `server` (--asr-server), asked for `asr_model`."""
+        if server is not None and server.server:
+            from omnicli.client.stages import RemoteASR
+
+            return RemoteASR(self.remote(server, server.server, model=asr_model))
         from omnicli.engine.asr import LocalASR
 
         return LocalASR(asr_model, device=device)
+
+    async def release(self, judge: "Judge") -> None:
+        """Close the connection of a judge made here on a server."""
+        from omnicli.client.stages import RemoteStage
+
+        if isinstance(judge, RemoteStage):
+            await judge.aclose()
 
 
 def engines(ctx: typer.Context) -> Engines:
     """The factory this invocation uses: the one a caller passed as `obj`, else the default."""
     return ctx.obj if isinstance(ctx.obj, Engines) else Engines()
-
-
-def open_engine(choice: EngineChoice) -> Engine:
-    """The default engine, for callers outside a command (benchmarks, scripts)."""
-    return Engines().engine(choice)

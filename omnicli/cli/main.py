@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from omnicli import __version__
-from omnicli.cli import bench_wer, chat, serve, speak, talk
+from omnicli.cli import bench_wer, chat, serve, speak, talk, transcribe
 
 
 class OmniGroup(TyperGroup):
@@ -41,7 +41,7 @@ class OmniGroup(TyperGroup):
 app = typer.Typer(
     name="omni",
     cls=OmniGroup,
-    help="Speech and omni-modal models from the terminal: speak, chat, talk, serve, bench-wer.",
+    help="Speech and omni-modal models from the terminal: speak, chat, talk, transcribe, serve, bench-wer.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
@@ -51,6 +51,7 @@ app.command(name="speak")(speak.speak)
 app.command(name="chat")(chat.chat)
 app.command(name="talk")(talk.talk)
 app.command(name="serve")(serve.serve)
+app.command(name="transcribe")(transcribe.transcribe)
 app.command(name="bench-wer")(bench_wer.bench_wer)
 
 

@@ -27,7 +27,7 @@ ModelOption = Annotated[
 ]
 LlmOption = Annotated[
     str | None,
-    typer.Option("--llm", help="GGUF model for the in-process thinker.", show_default=False),
+    typer.Option("--llm", help="In-process thinker: smollm2 (default), qwen-0.5b, qwen-1.5b, or a GGUF file.", show_default=False),
 ]
 AsrModelOption = Annotated[
     str | None,
@@ -48,4 +48,36 @@ TimeoutOption = Annotated[
         help="Seconds to wait for the server's answer (connecting gives up after 5 s). Env: OMNI_TIMEOUT; default 120.",
         show_default=False,
     ),
+]
+AsrServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--asr-server",
+        help="Hear with this server's /v1/audio/transcriptions instead of Whisper in process (--asr-model names its model).",
+        show_default=False,
+    ),
+]
+LlmServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--llm-server",
+        help="Think with this server's /v1/chat/completions (llama.cpp, vLLM, Ollama, OpenAI) instead of the in-process LLM.",
+        show_default=False,
+    ),
+]
+LlmModelOption = Annotated[
+    str | None,
+    typer.Option("--llm-model", help="Model to ask --llm-server for; default: its first listed model.", show_default=False),
+]
+TtsServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tts-server",
+        help="Speak with this server's /v1/audio/speech instead of Piper in process (--voice names its voice).",
+        show_default=False,
+    ),
+]
+TtsModelOption = Annotated[
+    str | None,
+    typer.Option("--tts-model", help="Model to ask --tts-server for.", show_default=False),
 ]

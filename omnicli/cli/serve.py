@@ -8,7 +8,16 @@ from typing import Annotated
 import typer
 
 from omnicli.cli.console import note
-from omnicli.cli.options import AsrModelOption, LlmOption, VoiceOption
+from omnicli.cli.options import (
+    AsrModelOption,
+    AsrServerOption,
+    LlmModelOption,
+    LlmOption,
+    LlmServerOption,
+    TtsModelOption,
+    TtsServerOption,
+    VoiceOption,
+)
 from omnicli.errors import UsageError
 
 
@@ -27,6 +36,11 @@ def serve(
     llm: LlmOption = None,
     asr_model: AsrModelOption = None,
     voice: VoiceOption = None,
+    asr_server: AsrServerOption = None,
+    llm_server: LlmServerOption = None,
+    llm_model: LlmModelOption = None,
+    tts_server: TtsServerOption = None,
+    tts_model: TtsModelOption = None,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", min=0.001, help="Largest request body, in MiB (413 above).")] = 64.0,
 ) -> None:
     """Serve: /v1/audio/speech, /v1/audio/transcriptions, /v1/chat/completions, /v1/models, /metrics."""
@@ -41,12 +55,19 @@ def serve(
 
     import uvicorn
 
-    from omnicli.cli.engines import EngineChoice, engines
+    from omnicli.cli.engines import EngineChoice, engines, stage_servers
     from omnicli.config import Connection
     from omnicli.server.app import create_app
 
+    servers = stage_servers(asr_server, llm_server, tts_server, llm_model=llm_model, tts_model=tts_model)
+    choice = EngineChoice(Connection(None, None), llm=llm, asr_model=asr_model, voice=voice, stages=servers)
+    factory = engines(ctx)
+    if servers:  # a stage server that is not there fails here, in one line, before the port opens
+        import asyncio
+
+        asyncio.run(_reachable(factory.engine(choice)))
     app = create_app(
-        engines(ctx).engine(EngineChoice(Connection(None, None), llm=llm, asr_model=asr_model, voice=voice)),
+        factory.engine(choice),
         api_key=api_key,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
     )
@@ -57,10 +78,18 @@ def serve(
     access.setLevel(logging.INFO)
     access.propagate = False
     auth = "Bearer key required" if api_key else "no key"
-    note(f"omni serve: listening on http://{host}:{port} (embedded engine, {auth})")
+    where = ", ".join(f"{name} at {url}" for name, url in (("ASR", servers.asr), ("LLM", servers.llm), ("TTS", servers.tts)) if url)
+    note(f"omni serve: listening on http://{host}:{port} (embedded engine{', ' + where if where else ''}, {auth})")
     # Realtime appends over 15 MiB get an `error` event, not a dropped socket: frames up to
     # 100 MiB reach the session, which enforces the real limits.
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, ws_max_size=100 * 1024 * 1024)
+
+
+async def _reachable(engine) -> None:
+    try:
+        await engine.check()
+    finally:
+        await engine.aclose()
 
 
 def _hand_off_to_vllm(model: str | None, host: str, port: int, api_key: str | None, extra: list[str]) -> None:

@@ -1,8 +1,10 @@
 """`omni speak`: text to speech, to a file, stdout or the speaker."""
 
 import base64
+import contextlib
 import mimetypes
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +15,8 @@ from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption, Timeout
 from omnicli.errors import UsageError
 
 _PROGRESS_MIN_SENTENCES = 4
+DEFAULT_MAX_CHARS = 4096
+"""OpenAI's limit on one speech request's input, and omni serve's."""
 MIN_RATE, MAX_RATE = 8000, 192000
 """Rates a written file may have: telephone to studio; a format may allow fewer (opus, mp3)."""
 
@@ -51,6 +55,9 @@ def speak(
     stream_format: Annotated[
         str, typer.Option("--stream-format", help="Streaming kind: 'sse' (speech.audio.delta events) or 'audio' (raw bytes).")
     ] = "sse",
+    max_chars: Annotated[
+        int, typer.Option("--max-chars", min=1, help="Longest text one request to a server carries (OpenAI's limit by default); longer text goes as several, cut between paragraphs or sentences.")
+    ] = DEFAULT_MAX_CHARS,
     server: ServerOption = None,
     api_key: ApiKeyOption = None,
     timeout: TimeoutOption = None,
@@ -93,35 +100,53 @@ def speak(
     from omnicli.audio.sink import SpeechOutput
 
     sink = SpeechOutput(output=output, fmt=fmt, rate=sample_rate, play=play)
+    if connection.server:  # a server caps each request; in process, the engine cuts sentences itself
+        from omnicli.client.long_text import requests_for
+
+        requests = requests_for(request, max_chars)
+    else:
+        requests = [request]
     engine = factory.engine(EngineChoice(connection, speech_stream=stream_format if stream else None))
-    seconds = asyncio.run(_synthesize(engine, request, sink))
+    seconds = asyncio.run(_synthesize(engine, requests, sink, per_piece=bool(connection.server)))
     if output not in (None, "-"):
         note(f"wrote {output} ({seconds:.1f} s, {fmt.value}, {sample_rate} Hz)")
 
 
-async def _synthesize(engine, request, sink) -> float:
-    from omnicli.engine.sentences import split_sentences
+async def _synthesize(engine, requests, sink, *, per_piece: bool) -> float:
+    """Speak every request in order into `sink`. The progress bar moves per piece for a server
+    (`per_piece`: one request each) and per sentence in process (chunks carry their text)."""
+    from omnicli.client.long_text import speak_ahead
 
-    progress = None
-    if sys.stderr.isatty() and len(split_sentences(request.text)) >= _PROGRESS_MIN_SENTENCES:
-        from rich.progress import Progress
-
-        progress = Progress(console=stderr(), transient=True)
     try:
         await sink.open()
-        if progress is None:
-            async for chunk in engine.speech(request):
-                await sink.write(chunk)
-        else:
-            with progress:
-                task = progress.add_task("speaking", total=len(request.text))
-                async for chunk in engine.speech(request):
+        with _progress(requests) as advance:
+            finished = (lambda request: advance(len(request.text))) if per_piece else (lambda request: None)
+            chunks = speak_ahead(engine, requests, finished=finished)
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
                     await sink.write(chunk)
-                    progress.advance(task, len(chunk.text or ""))
+                    if not per_piece:
+                        advance(len(chunk.text or ""))
         return await sink.finish()
     finally:
         sink.abort()
         await engine.aclose()
+
+
+@contextlib.contextmanager
+def _progress(requests) -> Iterator[Callable[[int], None]]:
+    """`advance(characters)` for a bar on a terminal while a long text is spoken; else a no-op."""
+    from omnicli.engine.sentences import split_sentences
+
+    text = " ".join(r.text for r in requests)
+    if not sys.stderr.isatty() or (len(requests) == 1 and len(split_sentences(text)) < _PROGRESS_MIN_SENTENCES):
+        yield lambda characters: None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=stderr(), transient=True) as progress:
+        task = progress.add_task("speaking", total=sum(len(r.text) for r in requests))
+        yield lambda characters: progress.advance(task, characters)
 
 
 async def _print_voices(engine) -> None:

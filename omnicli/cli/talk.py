@@ -7,7 +7,19 @@ import typer
 
 from omnicli.cli.console import note
 from omnicli.cli.files import check_writable
-from omnicli.cli.options import ApiKeyOption, AsrModelOption, LlmOption, ModelOption, ServerOption, VoiceOption
+from omnicli.cli.options import (
+    ApiKeyOption,
+    AsrModelOption,
+    AsrServerOption,
+    LlmModelOption,
+    LlmOption,
+    LlmServerOption,
+    ModelOption,
+    ServerOption,
+    TtsModelOption,
+    TtsServerOption,
+    VoiceOption,
+)
 from omnicli.errors import UsageError
 
 
@@ -30,6 +42,11 @@ def talk(
     model: ModelOption = None,
     server: ServerOption = None,
     api_key: ApiKeyOption = None,
+    asr_server: AsrServerOption = None,
+    llm_server: LlmServerOption = None,
+    llm_model: LlmModelOption = None,
+    tts_server: TtsServerOption = None,
+    tts_model: TtsModelOption = None,
 ) -> None:
     """Talk: omni talk (Enter starts and ends a turn; speak over the answer to interrupt it)."""
     import asyncio
@@ -47,11 +64,13 @@ def talk(
     connection = resolve_connection(server, api_key)
     from omnicli.realtime.talk import TalkOptions
 
-    options = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model)
-    from omnicli.cli.engines import engines
+    options = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
+                          answer_timeout=connection.timeout if connection.server else None)
+    from omnicli.cli.engines import engines, stage_servers
 
+    servers = stage_servers(asr_server, llm_server, tts_server, llm_model=llm_model, tts_model=tts_model)
     code = asyncio.run(_talk(engines(ctx), connection, options, input_file, output_file, transcript,
-                             _device(input_device), _device(output_device), llm, asr_model, model))
+                             _device(input_device), _device(output_device), llm, asr_model, model, servers))
     raise typer.Exit(code)
 
 
@@ -60,7 +79,7 @@ def _device(value: str | None):
 
 
 async def _talk(factory, connection, options, input_file, output_file, transcript, input_device, output_device,
-                llm, asr_model, model) -> int:
+                llm, asr_model, model, servers) -> int:
     """Everything opened here is closed by one exit stack, also when setup fails half-way."""
     import asyncio
     import contextlib
@@ -75,6 +94,8 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
 
     if output_file:
         check_writable(output_file, "--output-file")
+    if transcript:
+        check_writable(transcript, "--transcript")
     stop = asyncio.Event()
     interrupted = False
 
@@ -98,7 +119,7 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
         stack.callback(speaker.close)
         from omnicli.cli.engines import EngineChoice
 
-        transport = factory.transport(EngineChoice(connection, llm=llm, asr_model=asr_model), model)
+        transport = factory.transport(EngineChoice(connection, llm=llm, asr_model=asr_model, stages=servers), model)
         stack.push_async_callback(transport.close)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, on_interrupt)

@@ -20,8 +20,9 @@ from omnicli.errors import UsageError
 from omnicli.protocol.chat import AudioOptions, ChatBody, ChatMessage, ContentPart, ImageUrl, InputAudio, StreamOptions
 
 
-def request_json(req: ChatRequest, model: str, *, stream: bool) -> dict:
-    """The request body, built through the protocol's model: the one shape our server validates."""
+def request_json(req: ChatRequest, model: str | None, *, stream: bool) -> dict:
+    """The request body, built through the protocol's model: the one shape our server validates.
+    Without a `model` the field is left out: the server's default answers."""
     audio = None
     if req.wants_audio:
         # Streamed audio must be PCM16 for OpenAI; whole answers come as WAV (rate in the header).

@@ -6,16 +6,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from omnicli.errors import ServerError
-
-MESSAGE_CHARS = 300
-"""How much of a server's own words an error line carries: enough to read, never a whole page."""
-
-
-def capped(text: str) -> str:
-    """One line of at most MESSAGE_CHARS characters."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
+from omnicli.errors import ServerError, capped
 
 
 def server_message(status: int, body: bytes) -> str:
@@ -40,6 +31,55 @@ def _message_of(text: str) -> str:
         if detail:
             return str(detail)
     return text
+
+
+class EmptyStream(ServerError):
+    """A 200 event stream that ended before its first event. llama-cpp-python (uvicorn behind
+    sse-starlette) answers so when a streamed request fails, hiding its real error; the same
+    request asked again without streaming gets it."""
+
+
+STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""How a kept-alive connection the server has closed fails when it is reused."""
+
+
+async def send(client: httpx.AsyncClient, method: str, url: str, **options) -> httpx.Response:
+    """Send a request; the answer's body is left to read (`aread`, `aiter_bytes`), then `aclose`.
+
+    uvicorn closes a kept-alive connection after a failed stream or a 500 without saying so; the
+    next request on it fails before a single byte of its answer arrived. Such a request goes once
+    more, on a fresh connection. A failure later, mid-answer, is final.
+    """
+    request = client.build_request(method, url, **options)
+    try:
+        return await client.send(request, stream=True)
+    except STALE_CONNECTION:
+        return await client.send(request, stream=True)
+
+
+async def fetch(client: httpx.AsyncClient, method: str, url: str, **options) -> httpx.Response:
+    """`send`, with the whole answer read."""
+    response = await send(client, method, url, **options)
+    try:
+        await response.aread()
+    finally:
+        await response.aclose()
+    return response
+
+
+@contextlib.asynccontextmanager
+async def opened(client: httpx.AsyncClient, method: str, url: str, **options) -> AsyncIterator[httpx.Response]:
+    """`send`, as a context that closes the answer."""
+    response = await send(client, method, url, **options)
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+def content_type(response: httpx.Response) -> str:
+    """The media type alone, lower case ('' when the server sent none)."""
+    return response.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 @contextlib.asynccontextmanager
@@ -73,10 +113,13 @@ def _reason(exc: Exception) -> str:
 async def sse_json(response: httpx.Response, *, ends_with: str | None = None) -> AsyncIterator[dict]:
     """The JSON payloads of a server-sent event stream, until `[DONE]` or an event of type
     `ends_with`. An `error` payload, a line that is not JSON, or a stream that just stops
-    (a dropped connection looks like that) is a ServerError."""
+    (a dropped connection looks like that) is a ServerError; one that stops before its first
+    event is an EmptyStream."""
     from httpx_sse import EventSource
 
+    empty = True
     async for event in EventSource(response).aiter_sse():
+        empty = False
         if event.data.strip() == "[DONE]":
             return
         try:
@@ -94,4 +137,6 @@ async def sse_json(response: httpx.Response, *, ends_with: str | None = None) ->
         if ends_with is not None and payload.get("type") == ends_with:
             return
         yield payload
+    if empty:
+        raise EmptyStream("the server's stream ended before its first event")
     raise ServerError("the server's stream ended before it was complete")

@@ -2,6 +2,8 @@
 
 Speech is always requested as WAV (lossless, and the header carries the rate), decoded and
 resampled to the engine contract's 24 kHz; the caller encodes once, in the format it wants.
+A server may decline to stream (a whole WAV, a whole JSON answer): that answer is taken as it is.
+What the server offers (its model list) is asked once per engine and kept.
 """
 
 import base64
@@ -15,7 +17,15 @@ from omnicli.audio.formats import AudioFormat, decode, encode
 from omnicli.audio.resampler import StreamResampler
 from omnicli.audio.wavstream import WavStreamDecoder
 from omnicli.client import chat_wire
-from omnicli.client.http import raise_for_status, sse_json, translated_errors
+from omnicli.client.http import (
+    EmptyStream,
+    content_type,
+    fetch,
+    opened,
+    raise_for_status,
+    sse_json,
+    translated_errors,
+)
 from omnicli.config import CONNECT_TIMEOUT, DEFAULT_TIMEOUT
 from omnicli.engine.base import (
     SPEECH_RATE,
@@ -30,7 +40,7 @@ from omnicli.engine.base import (
     Transcript,
     Voice,
 )
-from omnicli.errors import ServerError, UsageError
+from omnicli.errors import ServerError, UsageError, capped
 from omnicli.protocol.speech import SpeechBody
 
 
@@ -46,6 +56,7 @@ class RemoteEngine(Engine):
         chat_stream: bool = True,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        model: str | None = None,
     ) -> None:
         """Speech `stream`: None (one response), "sse" (speech.audio.delta events) or "audio"
         (raw bytes). Chat streams over SSE unless `chat_stream` is False. `timeout`: seconds to
@@ -58,7 +69,8 @@ class RemoteEngine(Engine):
             base_url=base_url, headers=headers, transport=transport,
             timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
         )
-        self._model: str | None = None
+        self._model: str | None = model  # asked for when a request names none; else the server's first
+        self._probed = False
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
         body = self._speech_body(req)
@@ -85,26 +97,24 @@ class RemoteEngine(Engine):
         return body.model_dump(exclude_none=True)
 
     async def _speech_whole(self, body: dict) -> AsyncIterator[AudioChunk]:
-        response = await self._client.post("/v1/audio/speech", json=body)
+        response = await fetch(self._client, "POST", "/v1/audio/speech", json=body)
         await raise_for_status(response)
-        _expect_audio(response)
-        try:
-            samples, rate = decode(response.content)
-        except ValueError as exc:
-            raise ServerError(f"the server's answer is not audio: {exc}") from exc
-        resampler = StreamResampler(rate, SPEECH_RATE)
-        yield AudioChunk(resampler.process(samples, last=True), SPEECH_RATE, text=body["input"])
+        yield _whole_audio(response, body["input"])
 
     async def _speech_streamed(self, body: dict) -> AsyncIterator[AudioChunk]:
         decoder = WavStreamDecoder()
         resampler: StreamResampler | None = None
-        async with self._client.stream("POST", "/v1/audio/speech", json=body) as response:
+        async with opened(self._client, "POST", "/v1/audio/speech", json=body) as response:
             await raise_for_status(response)
-            if self.stream == "sse":
+            kind = content_type(response)
+            if kind == "text/event-stream":
                 pieces = _sse_audio(response)
-            else:
-                _expect_audio(response)
+            elif self.stream == "audio" and kind in _WAV_TYPES:
                 pieces = response.aiter_bytes()
+            else:  # the server chose not to stream (or not WAV): its whole answer
+                await response.aread()
+                yield _whole_audio(response, body["input"])
+                return
             async for piece in pieces:
                 try:
                     samples = decoder.feed(piece)
@@ -127,58 +137,69 @@ class RemoteEngine(Engine):
         """Chat completions over SSE, or one whole answer when `chat_stream` is False."""
         async with translated_errors(self.base_url):
             model = req.model or await self._default_model()
-            body = chat_wire.request_json(req, model, stream=self.chat_stream)
             if self.chat_stream:
-                pieces = self._chat_streamed(body)
+                pieces = self._chat_streamed(req, model)
             else:
-                pieces = self._chat_whole(body)
+                pieces = self._chat_whole(chat_wire.request_json(req, model, stream=False))
             text: list[str] = []
             usage: dict = {}
             reason: str | None = None
-            async for piece in pieces:
-                if piece.text:
-                    text.append(piece.text)
-                    yield TextDelta(piece.text)
-                if piece.audio is not None:
-                    samples, rate = piece.audio
-                    chunk = StreamResampler(rate, SPEECH_RATE).process(samples, last=True)
-                    yield AudioDelta(AudioChunk(chunk, SPEECH_RATE))
-                usage = piece.usage or usage
-                reason = piece.finish_reason or reason
+            try:
+                async for piece in pieces:
+                    if piece.text:
+                        text.append(piece.text)
+                        yield TextDelta(piece.text)
+                    if piece.audio is not None:
+                        samples, rate = piece.audio
+                        chunk = StreamResampler(rate, SPEECH_RATE).process(samples, last=True)
+                        yield AudioDelta(AudioChunk(chunk, SPEECH_RATE))
+                    usage = piece.usage or usage
+                    reason = piece.finish_reason or reason
+            except ServerError as exc:
+                if model is None and "model" in str(exc).lower() and exc.hint is None:
+                    exc.hint = f"the server at {self.base_url} lists no model; name one with --model"
+                raise
         yield ChatDone(text="".join(text), finish_reason=reason or "stop", usage=usage)
 
     async def _chat_whole(self, body: dict):
-        response = await self._client.post("/v1/chat/completions", json=body)
+        response = await fetch(self._client, "POST", "/v1/chat/completions", json=body)
         await raise_for_status(response)
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise ServerError("the server's chat answer is not JSON") from exc
-        for piece in _read(chat_wire.read_response, payload):
+        for piece in _whole_chat(response):
             yield piece
 
-    async def _chat_streamed(self, body: dict):
-        async with self._client.stream("POST", "/v1/chat/completions", json=body) as response:
-            await raise_for_status(response)
-            async for chunk in sse_json(response):
-                for piece in _read(chat_wire.read_chunk, chunk):
-                    yield piece
+    async def _chat_streamed(self, req: ChatRequest, model: str | None):
+        body = chat_wire.request_json(req, model, stream=True)
+        try:
+            async with opened(self._client, "POST", "/v1/chat/completions", json=body) as response:
+                await raise_for_status(response)
+                if content_type(response) == "application/json":  # the server chose not to stream
+                    await response.aread()
+                    for piece in _whole_chat(response):
+                        yield piece
+                    return
+                async for chunk in sse_json(response):
+                    for piece in _read(chat_wire.read_chunk, chunk):
+                        yield piece
+        except EmptyStream:
+            # Nothing was said yet: the same request, unstreamed, gets the answer or the real error.
+            async for piece in self._chat_whole(chat_wire.request_json(req, model, stream=False)):
+                yield piece
 
-    async def _default_model(self) -> str:
-        """The server's first model: omni serve and vLLM-Omni serve one; OpenAI needs --model."""
-        if self._model is None:
-            response = await self._client.get("/v1/models")
-            if response.status_code != 404:
-                await raise_for_status(response)  # a wrong key says so, not "lists no model"
-                try:
-                    models = response.json().get("data") or []
-                except (ValueError, AttributeError):
-                    models = []
-                if models and isinstance(models[0], dict) and models[0].get("id"):
-                    self._model = str(models[0]["id"])
-            if self._model is None:
-                raise ServerError(f"the server at {self.base_url} lists no model; name one with --model")
+    async def _default_model(self) -> str | None:
+        """The server's first listed model, asked once: omni serve and vLLM-Omni serve one.
+        A server with no list (faster-whisper-server) is sent requests without a model, and
+        says itself when it needs one; a wrong key or a dead server fails here."""
+        if self._model is None and not self._probed:
+            await self._probe()
         return self._model
+
+    async def _probe(self) -> None:
+        response = await fetch(self._client, "GET", "/v1/models")
+        if response.status_code in (401, 403):
+            await raise_for_status(response)
+        if self._model is None and response.status_code == 200:
+            self._model = _first_model(response)
+        self._probed = True
 
     async def transcribe(
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
@@ -189,7 +210,10 @@ class RemoteEngine(Engine):
         wav = encode(samples, rate, AudioFormat.WAV)
         seconds = len(samples) / rate
         async with translated_errors(self.base_url):
-            fields = {"model": await self._default_model(), "response_format": "verbose_json"}
+            fields = {"response_format": "verbose_json"}
+            model = await self._default_model()
+            if model:
+                fields["model"] = model
             if language:
                 fields["language"] = language
             if words:
@@ -215,26 +239,27 @@ class RemoteEngine(Engine):
             raise ServerError(f"the server's transcription could not be read: {exc!r}"[:300]) from exc
 
     async def _post_audio(self, fields: dict, wav: bytes) -> httpx.Response:
-        return await self._client.post("/v1/audio/transcriptions", data=fields,
-                                       files={"file": ("audio.wav", wav, "audio/wav")})
+        return await fetch(self._client, "POST", "/v1/audio/transcriptions", data=fields,
+                           files={"file": ("audio.wav", wav, "audio/wav")})
 
     async def check(self) -> None:
-        """Fail fast, with one clear line, when the server cannot be reached at all."""
+        """Fail fast, with one clear line, when the server cannot be reached at all (or refuses
+        the key); the model list it answers with is kept for the requests to come."""
         async with translated_errors(self.base_url):
-            response = await self._client.get("/v1/models")
-            if response.status_code in (401, 403):
-                await raise_for_status(response)
+            if not self._probed:
+                await self._probe()
 
     async def voices(self) -> list[Voice]:
         async with translated_errors(self.base_url):
-            response = await self._client.get("/v1/audio/voices")
+            response = await fetch(self._client, "GET", "/v1/audio/voices")
             if response.status_code == 404:
                 raise ServerError(f"the server at {self.base_url} has no voice list")
             await raise_for_status(response)
         try:
             return _parse_voices(response.json())
-        except ValueError as exc:
-            raise ServerError(f"the server's voice list is not JSON: {exc}") from exc
+        except ValueError:
+            kind = capped(content_type(response) or "no content type")
+            raise ServerError(f"the server's voice list is not JSON (got {kind})") from None
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -248,10 +273,39 @@ def _read(reader, payload):
         raise ServerError(f"the server's chat answer could not be read: {exc}") from exc
 
 
-def _expect_audio(response: httpx.Response) -> None:
-    content_type = response.headers.get("content-type", "").split(";")[0].strip()
-    if content_type.startswith(("text/", "application/json")):
-        raise ServerError(f"the server answered {content_type}, not audio")
+_WAV_TYPES = ("audio/wav", "audio/x-wav", "audio/wave", "")
+"""Answers read as a WAV byte stream (a server that names no type gets the benefit of the doubt)."""
+
+
+def _whole_audio(response: httpx.Response, text: str) -> AudioChunk:
+    """A whole audio file (read already) as one chunk at the engine's rate."""
+    kind = content_type(response)
+    if kind.startswith(("text/", "application/json")):
+        raise ServerError(f"the server answered {capped(kind)}, not audio")
+    try:
+        samples, rate = decode(response.content)
+    except ValueError as exc:
+        raise ServerError(f"the server's answer is not audio: {capped(str(exc))}") from exc
+    return AudioChunk(StreamResampler(rate, SPEECH_RATE).process(samples, last=True), SPEECH_RATE, text=text)
+
+
+def _whole_chat(response: httpx.Response) -> list:
+    try:
+        payload = response.json()
+    except ValueError as exc:
+        raise ServerError("the server's chat answer is not JSON") from exc
+    return _read(chat_wire.read_response, payload)
+
+
+def _first_model(response: httpx.Response) -> str | None:
+    """The first id of a `/v1/models` answer; None for anything else (an HTML page, an empty list)."""
+    try:
+        models = response.json().get("data") or []
+    except (ValueError, AttributeError):
+        return None
+    if models and isinstance(models, list) and isinstance(models[0], dict) and models[0].get("id"):
+        return str(models[0]["id"])
+    return None
 
 
 async def _sse_audio(response: httpx.Response) -> AsyncIterator[bytes]:

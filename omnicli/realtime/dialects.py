@@ -11,6 +11,7 @@ import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16
+from omnicli.errors import capped
 
 AUDIO_DELTAS = {"response.output_audio.delta", "response.audio.delta"}
 ANSWER_TEXT = {"response.output_audio_transcript.delta", "response.audio_transcript.delta",
@@ -21,12 +22,14 @@ ANSWER_TEXT = {"response.output_audio_transcript.delta", "response.audio_transcr
 class Heard:
     kind: str
     """audio, answer_text, user_text, response_started, response_done, speech_started,
-    speech_stopped, session, error, or other."""
+    speech_stopped, session, session_updated, error, or other."""
     text: str = ""
     pcm: bytes = b""
     rate: int = SPEECH_RATE
     item_id: str | None = None
     status: str | None = None
+    detects_turns: bool = False
+    """session, session_updated: whether the session the server holds has turn detection on."""
 
 
 def read(event: dict) -> Heard:
@@ -52,11 +55,21 @@ def read(event: dict) -> Heard:
     if kind == "input_audio_buffer.speech_stopped":
         return Heard("speech_stopped", item_id=event.get("item_id"))
     if kind in ("session.created", "session.updated"):
-        return Heard("session")
+        return Heard("session" if kind == "session.created" else "session_updated",
+                     detects_turns=detects_turns(event.get("session")))
     if kind == "error":
         error = event.get("error") or {}
-        return Heard("error", text=str(error.get("message") or error))
+        return Heard("error", text=capped(str(error.get("message") or error)))
     return Heard("other")
+
+
+def detects_turns(session) -> bool:
+    """What the server accepted, not what was asked: GA keeps `turn_detection` under
+    `audio.input`, beta at the top; vLLM-Omni's turn-based handler drops it (no server VAD)."""
+    if not isinstance(session, dict):
+        return False
+    audio_in = (session.get("audio") or {}).get("input") or {}
+    return bool(audio_in.get("turn_detection") or session.get("turn_detection"))
 
 
 def _append(pcm: np.ndarray) -> dict:
@@ -68,6 +81,7 @@ class GA:
 
     interruptible = True
     commit_starts_answer = False
+    may_detect_turns = True
 
     def session_update(self, *, server_vad: bool, instructions: str | None, voice: str | None, model: str | None) -> dict:
         pcm = {"type": "audio/pcm", "rate": SPEECH_RATE}
@@ -99,6 +113,7 @@ class Legacy(GA):
 
     interruptible = False
     commit_starts_answer = True
+    may_detect_turns = False
 
     def __init__(self) -> None:
         from omnicli.audio.resampler import StreamResampler

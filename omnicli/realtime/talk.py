@@ -17,6 +17,7 @@ import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float, resample
+from omnicli.errors import OmniError, ServerError
 from omnicli.realtime import dialects
 from omnicli.realtime.speakers import Speaker
 from omnicli.realtime.turns import ClientVAD, PushToTalk, ServerVAD, Turns
@@ -26,6 +27,8 @@ _QUIET_SECONDS = 1.5  # headless: a busy server may still be reporting on audio 
 _GREETING_SECONDS = 1.5
 """A GA server greets with session.created at once; one that stays silent is vLLM-Omni's legacy
 (<= 0.30) speech-to-text style path, which wants 16 kHz audio and `commit {final}`."""
+_CONFIRM_SECONDS = 5.0
+"""How long `--vad server` waits for `session.updated` to learn whether the server took it."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class TalkOptions:
     instructions: str | None = None
     voice: str | None = None
     model: str | None = None
+    answer_timeout: float | None = None
+    """Seconds a sent turn may wait with nothing from the server (a server's read timeout)."""
 
 
 def _rms(samples: np.ndarray) -> float:
@@ -69,6 +74,14 @@ class TalkClient:
         self._commit_at: float | None = None
         self._speech_end_at: float | None = None
         self._greeted = asyncio.Event()
+        self._confirmed = asyncio.Event()
+        self._server_detects_turns = False
+        self._started = False
+        self._early_errors: list[str] = []
+        """Errors before the session started: a refusal, if the server then closes."""
+        self.errors: list[str] = []
+        self.asked = 0
+        """Turns sent to the server (committed by us, or ended by its VAD)."""
         self._toggles: asyncio.Queue[None] = asyncio.Queue()
 
     async def send(self, event: dict) -> None:
@@ -84,21 +97,25 @@ class TalkClient:
         """Talk until `stop` (or the end of a headless file); a failure of any part ends the
         conversation and is raised here."""
         await self.transport.open()
-        tasks: list[asyncio.Task] = [asyncio.create_task(self._receive())]
+        receiving = asyncio.create_task(self._receive())
+        tasks: list[asyncio.Task] = [receiving]
         try:
-            try:
-                await asyncio.wait_for(self._greeted.wait(), _GREETING_SECONDS)
-            except TimeoutError:
+            if not await self._until(self._greeted, receiving, _GREETING_SECONDS):
                 self.dialect = dialects.Legacy()
             o = self.options
             await self.send(self.dialect.session_update(server_vad=self.strategy.server_vad, instructions=o.instructions,
                                                         voice=o.voice, model=o.model))
+            if self.strategy.server_vad:
+                await self._check_server_vad(receiving)
+            self._start_session()
             self.speaker.start()  # after the models loaded: a busy CPU makes the device underrun
             await self.source.start()
             tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._keys())]
             finished = getattr(self.source, "finished", None)
             if finished is not None:
                 tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
+            if o.answer_timeout is not None:
+                tasks.append(asyncio.create_task(self._watch_answers(o.answer_timeout)))
             tasks.append(asyncio.create_task(stop.wait()))
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -116,14 +133,69 @@ class TalkClient:
             await self.source.stop()
             await self.transport.close()
 
+    async def _until(self, flag: asyncio.Event, receiving: asyncio.Task, seconds: float) -> bool:
+        """Wait up to `seconds` for `flag`; a connection that ends meanwhile ends the talk, with
+        the server's own words when it refused the session."""
+        waiting = asyncio.create_task(flag.wait())
+        try:
+            await asyncio.wait([waiting, receiving], timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+        if not receiving.done():
+            return flag.is_set()
+        failure = receiving.exception()
+        if self._early_errors:
+            raise ServerError(f"the server refused the session: {self._early_errors[-1]}") from failure
+        raise failure or ServerError("the server closed the realtime connection before the session started")
+
+    async def _check_server_vad(self, receiving: asyncio.Task) -> None:
+        """`--vad server` only where the server took it (`session.updated` says so); elsewhere
+        turns are found here, or no turn would ever end."""
+        if not self.dialect.may_detect_turns:
+            note = "the server does not detect turns; using client VAD"
+        elif not await self._until(self._confirmed, receiving, _CONFIRM_SECONDS):
+            note = "the server did not confirm turn detection; using client VAD"
+        elif not self._server_detects_turns:
+            note = "the server does not detect turns; using client VAD"
+        else:
+            return
+        self.strategy = ClientVAD(self)
+        self.view.note(note)
+
+    def _start_session(self) -> None:
+        """From here on a server's error is part of the conversation, shown as it comes."""
+        self._started = True
+        for text in self._early_errors:
+            self.view.problem(text)
+        self._early_errors.clear()
+
     async def _end_after_file(self, finished: asyncio.Event, stop: asyncio.Event) -> None:
-        """Headless: once the file has been spoken and the last answer heard, we are done."""
+        """Headless: once the file has been spoken and the last answer heard, we are done; a
+        talk that got no answer at all failed."""
         await finished.wait()
         while (self.awaiting_answer or self.responding or self.user_speaking or self.speaker.buffered_seconds > 0
                or not self.source.frames.empty() or time.monotonic() - self._last_event_at < _QUIET_SECONDS):
             await asyncio.sleep(0.05)
+        if not self.said:
+            raise self._no_answer()
         await asyncio.sleep(0.3)  # the device plays out its own buffer
         stop.set()
+
+    def _no_answer(self) -> OmniError:
+        if self.errors:
+            return ServerError(f"the server sent no answer: {self.errors[-1]}")
+        if not self.asked:
+            who = "the server" if self.strategy.server_vad else "omni"
+            return OmniError(f"{who} heard no turn in the input file, so nothing was asked")
+        return ServerError(f"the server sent no answer audio for {self.asked} turn{'s' if self.asked > 1 else ''}")
+
+    async def _watch_answers(self, seconds: float) -> None:
+        """A sent turn that hears nothing back within `seconds` ends the talk (no silent hang)."""
+        while True:
+            await asyncio.sleep(min(0.25, seconds / 4))
+            heard_at = max(self._commit_at or 0.0, self._last_event_at)
+            if self.awaiting_answer and time.monotonic() - heard_at > seconds:
+                raise ServerError(f"the server sent nothing for {seconds:g} s after the turn was sent")
 
     # ---- the user's side -----------------------------------------------------------------
 
@@ -162,6 +234,7 @@ class TalkClient:
         self.responding = self.responding or self.dialect.commit_starts_answer
         self._commit_at = time.monotonic()
         self.awaiting_answer = True
+        self.asked += 1
         self.show("thinking")
 
     async def interrupt(self) -> None:
@@ -205,8 +278,11 @@ class TalkClient:
                     self._answer_finished(heard.status)
                 case "audio_done" if not self.dialect.interruptible:  # the legacy path has no response.done
                     self._answer_finished("completed")
-                case "session":
+                case "session" | "session_updated":
                     self._greeted.set()
+                    self._server_detects_turns = heard.detects_turns
+                    if heard.kind == "session_updated":
+                        self._confirmed.set()
                 case "speech_started":
                     self.user_speaking = True
                     await self.interrupt()
@@ -214,8 +290,14 @@ class TalkClient:
                     self.user_speaking = False
                     self._speech_end_at = self._commit_at = time.monotonic()
                     self.awaiting_answer = True
+                    self.asked += 1
                 case "error":
-                    self.view.problem(heard.text)
+                    self.errors.append(heard.text)
+                    if not self._started:
+                        self._early_errors.append(heard.text)
+                        self._confirmed.set()  # the update's answer, when one was sent
+                    else:
+                        self.view.problem(heard.text)
                     if "buffer is empty" in heard.text:
                         self.awaiting_answer = False
 

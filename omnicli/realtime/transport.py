@@ -5,7 +5,9 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
+from omnicli.config import CONNECT_TIMEOUT
 from omnicli.errors import ServerError
 
 
@@ -39,10 +41,11 @@ class WebSocketTransport:
 
     def __init__(self, base_url: str, api_key: str | None, model: str | None) -> None:
         scheme = "wss" if base_url.startswith("https") else "ws"
-        self.url = f"{scheme}://{base_url.split('://', 1)[1]}/v1/realtime"
+        self.http_url = f"{base_url.rstrip('/')}/v1/realtime"
+        self.url = f"{scheme}://{self.http_url.split('://', 1)[1]}"
         if model:
-            self.url += f"?model={model}"
-        self._api_key = api_key
+            self.url += f"?model={quote(model, safe='/')}"
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._ws: Any = None
 
     async def open(self) -> None:
@@ -50,14 +53,41 @@ class WebSocketTransport:
         from websockets.asyncio.client import connect
         from websockets.typing import Subprotocol
 
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         try:
-            self._ws = await connect(self.url, additional_headers=headers, subprotocols=[Subprotocol("realtime")],
-                                     max_size=None, open_timeout=15)
+            self._ws = await connect(self.url, additional_headers=self._headers, subprotocols=[Subprotocol("realtime")],
+                                     max_size=None, open_timeout=CONNECT_TIMEOUT)
         except websockets.InvalidStatus as exc:
-            raise ServerError(f"the server refused the realtime connection: HTTP {exc.response.status_code}") from exc
-        except (TimeoutError, OSError, websockets.InvalidHandshake) as exc:
+            raise await self._refused(exc.response.status_code) from exc
+        except websockets.InvalidMessage as exc:
+            raise await self._refused(None) from exc
+        except TimeoutError as exc:
+            raise ServerError(f"the realtime endpoint {self.url} did not answer within {CONNECT_TIMEOUT:g} s") from exc
+        except (OSError, websockets.InvalidHandshake) as exc:
             raise ServerError(f"cannot reach the realtime endpoint {self.url}: {exc}") from exc
+
+    async def _refused(self, status: int | None) -> ServerError:
+        """The server answered the upgrade with plain HTTP. Its status says why, but a server
+        without WebSockets may send 403 or an answer websockets cannot parse; a plain GET then
+        tells the cause (404: no such endpoint)."""
+        if status is None or status == 403:
+            plain = await self._plain_status()
+            if status is None or plain == 404:
+                status = plain
+        if status == 404:
+            return ServerError(f"the server answered HTTP 404 at {self.http_url}: it has no realtime endpoint there")
+        if status is None:
+            return ServerError(f"the server at {self.http_url} answered the WebSocket upgrade with something that is not HTTP")
+        hint = " (missing or wrong API key?)" if status in (401, 403) else ""
+        return ServerError(f"the server answered HTTP {status} at {self.http_url} instead of opening the realtime connection{hint}")
+
+    async def _plain_status(self) -> int | None:
+        import httpx
+
+        try:
+            async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT) as http:
+                return (await http.get(self.http_url, headers=self._headers)).status_code
+        except httpx.HTTPError:
+            return None
 
     async def send(self, event: dict) -> None:
         import websockets
@@ -65,7 +95,7 @@ class WebSocketTransport:
         try:
             await self._ws.send(json.dumps(event))
         except websockets.ConnectionClosed as exc:
-            raise ServerError(f"the realtime connection closed: {exc}") from exc
+            raise ServerError(_closed(exc)) from exc
 
     async def events(self) -> AsyncIterator[dict]:
         import websockets
@@ -79,8 +109,16 @@ class WebSocketTransport:
                 if isinstance(event, dict):
                     yield event
         except websockets.ConnectionClosedError as exc:
-            raise ServerError(f"the realtime connection broke off: {exc}") from exc
+            raise ServerError(_closed(exc)) from exc
 
     async def close(self) -> None:
         if self._ws is not None:
             await self._ws.close()
+
+
+def _closed(exc) -> str:
+    """`ConnectionClosed` in words: the server's close code and reason, when it sent them."""
+    if exc.rcvd is None:
+        return "the realtime connection broke off"
+    reason = f": {exc.rcvd.reason}" if exc.rcvd.reason else ""
+    return f"the server closed the realtime connection (code {exc.rcvd.code}{reason})"

@@ -3,6 +3,7 @@ the latency of each turn. A live rich panel on a terminal; plain lines otherwise
 
 import sys
 import time
+from typing import TextIO
 
 from omnicli.errors import UsageError
 
@@ -78,6 +79,13 @@ class TalkView:
             print(f"omni: {self.answer.strip()}{suffix}{latency}", file=sys.stderr)
         self._refresh()
 
+    def note(self, text: str) -> None:
+        """Something the user should know once (e.g. a fallback omni chose)."""
+        if self._live is not None:
+            self._live.console.print(f"[yellow]omni talk: {text}[/yellow]")
+        else:
+            print(f"omni talk: {text}", file=sys.stderr)
+
     def problem(self, text: str) -> None:
         if self._live is not None:
             self._live.console.print(f"[red]server: {text}[/red]")
@@ -86,19 +94,25 @@ class TalkView:
 
 
 class EventLog:
-    """`--transcript PATH`: every event in and out as JSON lines, audio replaced by its size."""
+    """`--transcript PATH`: every event in and out as JSON lines, audio replaced by its size.
+    The file is made with the first event, so a talk that never connected leaves none behind."""
 
     def __init__(self, path: str | None) -> None:
-        try:
-            self._handle = open(path, "w", encoding="utf-8") if path else None
-        except OSError as exc:
-            raise UsageError(f"cannot write --transcript {path}: {exc.strerror or exc}") from exc
+        self._path = path
+        self._handle: TextIO | None = None
         self._start = time.monotonic()
 
     def write(self, direction: str, event: dict) -> None:
-        if self._handle is None:
+        if self._path is None:
             return
         import json
+
+        if self._handle is None:
+            try:
+                self._handle = open(self._path, "w", encoding="utf-8")
+            except OSError as exc:
+                path, self._path = self._path, None  # said once; the talk ends with it
+                raise UsageError(f"cannot write --transcript {path}: {exc.strerror or exc}") from exc
 
         slim = {k: ({"bytes": len(v) * 3 // 4} if k in ("audio", "delta") and event.get("type", "").endswith(("audio.delta", "append")) else v)
                 for k, v in event.items()}

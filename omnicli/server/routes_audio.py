@@ -98,6 +98,7 @@ async def transcriptions(
     language: Annotated[str | None, Form()] = None,
     response_format: Annotated[str, Form()] = "json",
     temperature: Annotated[float | None, Form()] = None,
+    granularities: Annotated[list[str] | None, Form(alias="timestamp_granularities[]")] = None,
 ) -> Response:
     if response_format not in TRANSCRIPTION_FORMATS:
         message = f"response_format must be one of {', '.join(TRANSCRIPTION_FORMATS)}, got '{response_format}'"
@@ -111,7 +112,8 @@ async def transcriptions(
     engine = request.app.state.engine
     stage = StageMetrics("asr")
     with Timer(stage):
-        transcript = await until_disconnected(request, engine.transcribe(samples, rate, language=language))
+        words = response_format == "verbose_json" and "word" in (granularities or [])
+        transcript = await until_disconnected(request, engine.transcribe(samples, rate, language=language, words=words))
     stage.output()
     stage.audio_seconds = transcript.seconds
     request.app.state.metrics.observe_stages({"asr": stage.as_dict()})
@@ -122,5 +124,5 @@ async def transcriptions(
             return PlainTextResponse(subtitles(transcript.segments, response_format))
         case "verbose_json":
             return JSONResponse(verbose_json(transcript.text, transcript.language, transcript.seconds,
-                                             transcript.segments, []))
+                                             transcript.segments, transcript.words))
     return JSONResponse({"text": transcript.text})

@@ -35,7 +35,7 @@ def test_spoken_question_is_heard_and_answered_aloud(omni, spoken_question, tmp_
     assert report["text"].strip()
     assert report["audio"] == str(answer)
     assert report["usage"]["completion_tokens"] > 0
-    assert set(report["timings"]) == {"asr", "thinker", "talker"}
+    assert set(report["timings"]) == {"asr", "thinker", "talker", "first_text_seconds", "first_audio_seconds", "total_seconds"}
     samples, rate = sf.read(str(answer), dtype="float32")
     assert rate == 24000
     assert judge.wer_of(report["text"], samples, rate) < 0.35

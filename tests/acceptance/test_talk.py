@@ -13,6 +13,7 @@ from test_embedded_voice import synthesize
 
 from pulse import RATE as PULSE_RATE
 from speech_check import trim_silence, wer
+from vllm_realtime_shape import VllmTurnBasedShape, served
 
 QUESTIONS = ["How many days are there in a week?", "What do cats like to eat?"]
 
@@ -172,28 +173,6 @@ def test_barge_in_truncates_at_what_the_speaker_played(pulse, tmp_path):
 BETA_ANSWER = "The weather is lovely today."
 
 
-def serve_websocket(handler) -> str:
-    """Run a websockets server on a loopback port in a thread; its http:// URL."""
-    import asyncio
-    import threading
-
-    from websockets.asyncio.server import serve
-
-    ready, state = threading.Event(), {}
-
-    def run():
-        async def main():
-            async with serve(handler, "127.0.0.1", 0, max_size=None) as server:
-                state["port"] = server.sockets[0].getsockname()[1]
-                ready.set()
-                await asyncio.Future()
-        asyncio.run(main())
-
-    threading.Thread(target=run, daemon=True).start()
-    assert ready.wait(10)
-    return f"http://127.0.0.1:{state['port']}"
-
-
 def pcm16_b64(samples: np.ndarray, rate: int) -> list[str]:
     """The answer as base64 PCM16 pieces of 0.2 s at `rate`."""
     import base64
@@ -225,7 +204,8 @@ def test_talk_reads_the_beta_spellings(omni, tmp_path, judge, answer_audio):
                 await ws.send(json.dumps({"type": "response.audio.delta", "item_id": "item_1", "sample_rate_hz": 16000, "delta": piece}))
             await ws.send(json.dumps({"type": "response.done", "response": {"id": "resp_1", "status": "completed"}}))
 
-    check_answer_from(omni, serve_websocket(beta), tmp_path, judge)
+    with served(beta) as url:
+        check_answer_from(omni, url, tmp_path, judge)
 
 
 def test_talk_speaks_vllm_omnis_legacy_path(omni, tmp_path, judge, answer_audio):
@@ -251,8 +231,8 @@ def test_talk_speaks_vllm_omnis_legacy_path(omni, tmp_path, judge, answer_audio)
                 await ws.send(json.dumps({"type": "transcription.done", "text": BETA_ANSWER}))
                 await ws.send(json.dumps({"type": "response.output_audio.done"}))
 
-    url = serve_websocket(legacy)
-    check_answer_from(omni, url, tmp_path, judge, "--model", "Qwen/Qwen3-Omni-30B-A3B-Instruct")
+    with served(legacy) as url:
+        check_answer_from(omni, url, tmp_path, judge, "--model", "Qwen/Qwen3-Omni-30B-A3B-Instruct")
     assert heard["first"] == {"type": "session.update", "model": "Qwen/Qwen3-Omni-30B-A3B-Instruct"}
     spoken = len(synthesize(QUESTIONS[0])) / 24000
     assert 0.7 * spoken < heard["seconds_at_16k"] < 1.0 * spoken + 1.0  # 16 kHz, not 24 kHz
@@ -267,3 +247,25 @@ def check_answer_from(omni, url, tmp_path, judge, *extra):
     assert BETA_ANSWER in result.stderr.decode()
     samples, rate = sf.read(str(said), dtype="float32")
     assert rate == 24000 and judge.wer_of(BETA_ANSWER, samples, rate) < 0.2
+
+
+def test_server_vad_against_vllm_omnis_turn_based_handler(omni, tmp_path, judge):
+    """vLLM-Omni's turn-based handler drops server VAD from the session: omni reads what the server
+    took, says once that it finds the turns itself, and the conversation works (the real embedded
+    engine answers behind the recorded vLLM-Omni wire)."""
+    from omnicli.engine.staged import embedded_engine
+
+    question, said, log = tmp_path / "q.wav", tmp_path / "a.wav", tmp_path / "events.jsonl"
+    sf.write(str(question), np.concatenate([synthesize(QUESTIONS[0]), np.zeros(12000, np.float32)]), 24000)
+    shape = VllmTurnBasedShape(embedded_engine())
+    with served(shape.handler) as url:
+        result = omni("talk", "--server", url, "--vad", "server", "--input-file", str(question),
+                      "--output-file", str(said), "--transcript", str(log))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.decode().splitlines().count("omni talk: the server does not detect turns; using client VAD") == 1
+    sent = [e["type"] for e in shape.received[0]]
+    assert sent.count("input_audio_buffer.commit") == sent.count("response.create") == 1
+    answer = answers(events_of(log))
+    assert len(answer) == 1 and answer[0].strip()
+    samples, rate = sf.read(str(said), dtype="float32")
+    assert len(samples) > rate // 2 and judge.wer_of(answer[0], samples, rate) < 0.35

@@ -30,8 +30,9 @@ class ScriptedEngines(Engines):
         self.choices.append(choice)
         return self.scripted
 
-    def judge(self, asr_model: str | None, device: str) -> ScriptedEngine:
-        return self.scripted_judge
+    def judge(self, asr_model: str | None, device: str, server=None):
+        """The scripted judge; a judge on a server (--asr-server) is the real one, over `http`."""
+        return self.scripted_judge if server is None else super().judge(asr_model, device, server)
 
 
 def omni(*args: str | Path, engines: Engines | None = None, input: bytes | str | None = None,

@@ -105,10 +105,12 @@ class ScriptedEngine(Engine):
         async for delta in self._play(self._steps(self.chat_script, req)):
             yield delta
 
-    async def transcribe(self, samples, rate, *, language=None, quick=False) -> Transcript:
-        self.requests.append(("transcribe", len(samples) / rate, rate, language, quick))
+    async def transcribe(self, samples, rate, *, language=None, quick=False, words=False) -> Transcript:
+        self.requests.append(("transcribe", len(samples) / rate, rate, language, quick) + (("words",) if words else ()))
         text = self.transcripts.pop(0) if len(self.transcripts) > 1 else self.transcripts[0]
-        return Transcript(text, language or "en", len(samples) / rate, [{"start": 0.0, "end": len(samples) / rate, "text": text}])
+        seconds = len(samples) / rate
+        spoken = [{"start": 0.0, "end": seconds, "word": word} for word in text.split()] if words else []
+        return Transcript(text, language or "en", seconds, [{"start": 0.0, "end": seconds, "text": text}], spoken)
 
     async def voices(self) -> list[Voice]:
         return list(self._voices)

@@ -64,9 +64,13 @@ def test_attachment_goes_before_the_text(tmp_path):
 def test_json_prints_one_object_and_no_streamed_text():
     result = omni("chat", "Hi", "--json", engines=ScriptedEngines())
     assert (result.exit_code, result.stderr) == (0, "")
-    assert json.loads(result.stdout) == {
+    report = json.loads(result.stdout)
+    timings = report.pop("timings")
+    assert report == {
         "text": "Hello there.", "transcripts": [], "audio": None, "finish_reason": "stop",
-        "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}, "timings": {}}
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}}
+    assert set(timings) == {"first_text_seconds", "first_audio_seconds", "total_seconds"}
+    assert 0 <= timings["first_text_seconds"] <= timings["total_seconds"] and timings["first_audio_seconds"] is None
     assert result.stdout.count("\n") == 1
 
 
@@ -139,12 +143,12 @@ def test_ctrl_c_cancels_the_answer_and_the_repl_goes_on():
     assert [r.messages for r in engine.requests] == [[SYSTEM, user("Tell a story")], [SYSTEM, user("How are you?")]]
 
 
-def test_an_error_in_one_repl_turn_does_not_end_the_session():
+def test_an_error_in_one_repl_turn_does_not_end_the_session_but_sets_the_exit_code():
     scripts = iter([[ServerError("server answered 500: boom")], answer("Fine.")])
     engine = ScriptedEngine(chat=lambda req: next(scripts))
     result = omni("chat", "-i", input="one\ntwo\n", engines=ScriptedEngines(engine))
-    assert (result.exit_code, result.stdout) == (0, "Fine.\n")
-    assert result.stderr == "omni: error: server answered 500: boom\n"
+    assert (result.exit_code, result.stdout) == (1, "Fine.\n")
+    assert result.stderr == "omni: error: server answered 500: boom\nomni: error: 1 of 2 turns failed\n"
 
 
 def test_binary_stdin_is_one_line_and_exit_2():

@@ -23,7 +23,7 @@ print(" ".join(sorted({m.split(".")[0] for m in sys.modules})))
 
 
 def test_help_for_every_command_imports_no_heavy_library():
-    commands = ["speak", "chat", "talk", "serve", "bench-wer"]
+    commands = ["speak", "chat", "talk", "transcribe", "serve", "bench-wer"]
     result = subprocess.run([sys.executable, "-c", PROBE, *commands], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     loaded = set(result.stdout.split("\n")[-2].split())

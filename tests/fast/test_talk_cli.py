@@ -40,4 +40,5 @@ def test_transcript_in_an_unwritable_place_fails_with_one_line(capsys, tmp_path)
     (tmp_path / "a_file").write_text("")
     code, err = omni(capsys, "talk", "--input-file", str(speech_file()), "--transcript", str(tmp_path / "a_file" / "x.jsonl"))
     assert code == 2
-    assert err.strip().splitlines() == [f"omni: error: cannot write --transcript {tmp_path / 'a_file' / 'x.jsonl'}: Not a directory"]
+    assert err.strip().splitlines() == [
+        f"omni: error: cannot write --transcript {tmp_path / 'a_file' / 'x.jsonl'}: no such folder {tmp_path / 'a_file'}"]

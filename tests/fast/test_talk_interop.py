@@ -1,0 +1,247 @@
+"""`omni talk` against servers nobody here wrote (issue 9): vLLM-Omni's turn-based handler (no server
+VAD), a server that refuses the model (error, then close 1008), plain HTTP servers without a
+WebSocket, servers that never answer or never finish the handshake. Real sockets on 127.0.0.1,
+the real CLI and TalkClient; a scripted engine behind the recorded vLLM-Omni shape."""
+
+import asyncio
+import contextlib
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnicli.errors import ServerError
+from omnicli.realtime import dialects, transport
+from omnicli.realtime.speakers import FileSpeaker
+from omnicli.realtime.talk import TalkClient, TalkOptions
+from omnicli.realtime.transport import LocalTransport, WebSocketTransport
+from omnicli.realtime.turns import ClientVAD, ServerVAD
+
+from cli_harness import CLEAN_ENV, omni
+from realtime_harness import run, silence, speech, speech_file
+from scripted import Hold, ScriptedEngine, answer
+from talk_harness import Log, Quiet, Voice
+from vllm_realtime_shape import VllmTurnBasedShape, served
+
+FALLBACK = "omni talk: the server does not detect turns; using client VAD"
+
+
+def talk_headless(url: str, tmp_path: Path, *extra: str):
+    said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
+    result = omni("talk", "--server", url, "--input-file", speech_file(), "--output-file", said,
+                  "--transcript", log, *extra)
+    return result, said, log
+
+
+def test_server_vad_falls_back_to_client_vad_where_the_server_does_not_take_it(tmp_path):
+    shape = VllmTurnBasedShape(ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.5)))
+    with served(shape.handler) as url:
+        result, said, log = talk_headless(url, tmp_path, "--vad", "server")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines().count(FALLBACK) == 1
+    assert "omni: It is noon." in result.stderr
+    samples, rate = sf.read(str(said), dtype="float32")
+    assert rate == 24000 and len(samples) == 12000 and np.abs(samples).max() > 0.2
+    sent = [e["type"] for e in shape.received[0]]
+    update = shape.received[0][0]
+    assert update["type"] == "session.update"
+    assert update["session"]["audio"]["input"]["turn_detection"] == {"type": "server_vad"}
+    assert sent[-2:] == ["input_audio_buffer.commit", "response.create"]  # the client ended the turn itself
+    assert sent.count("response.create") == 1
+    assert log.stat().st_size > 0
+
+
+def test_a_headless_talk_that_got_no_answer_audio_fails_and_writes_no_file(tmp_path):
+    shape = VllmTurnBasedShape(ScriptedEngine(chat=answer("It is noon.")))  # text, no audio
+    with served(shape.handler) as url:
+        result, said, _ = talk_headless(url, tmp_path)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == "omni: error: the server sent no answer audio for 1 turn"
+    assert not said.exists()
+
+
+def omni_process(*args: str | Path) -> subprocess.CompletedProcess:
+    """The real `omni` in its own interpreter: what a user sees on stderr, up to the very end
+    (asyncio reports a task nobody awaited only when it is collected, even at exit)."""
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    env["OMNI_CONFIG"] = CLEAN_ENV["OMNI_CONFIG"]
+    return subprocess.run([sys.executable, "-m", "omnicli", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_a_model_the_server_rejects_ends_the_talk_with_its_message(tmp_path):
+    shape = VllmTurnBasedShape(ScriptedEngine())
+    said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
+    with served(shape.handler) as url:
+        result = omni_process("talk", "--server", url, "--model", "no-such-model", "--input-file", speech_file(),
+                              "--output-file", said, "--transcript", log)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == ["omni: error: the server refused the session: The model `no-such-model` does not exist."]
+    assert not said.exists()
+    assert [json.loads(line)["event"]["type"] for line in log.read_text().splitlines()] == ["error"]
+
+
+class NotFound(http.server.BaseHTTPRequestHandler):
+    """A plain HTTP server's answer to everything: 404 with a JSON body."""
+
+    def do_GET(self) -> None:
+        body = b'{"detail":"Not Found"}'
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None: ...
+
+
+@contextlib.contextmanager
+def plain_http(protocol: str):
+    handler = type("Handler", (NotFound,), {"protocol_version": protocol})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def asgi_without_realtime():
+    """An OpenAI-style ASGI server with WebSockets but no /v1/realtime (llama-cpp-python's
+    shape): uvicorn answers the upgrade with 403, a plain GET with 404."""
+    import uvicorn
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    app.get("/v1/models")(lambda: {"object": "list", "data": []})
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", loop="asyncio",
+                                           http="h11", ws="websockets-sansio"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.mark.parametrize("server", [lambda: plain_http("HTTP/1.0"), lambda: plain_http("HTTP/1.1"), asgi_without_realtime],
+                         ids=["http-1.0", "http-1.1", "asgi"])
+def test_a_server_without_a_realtime_endpoint_is_named_as_such(tmp_path, server):
+    with server() as url:
+        result, said, log = talk_headless(url, tmp_path)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"omni: error: the server answered HTTP 404 at {url}/v1/realtime: it has no realtime endpoint there"]
+    assert not said.exists() and not log.exists()
+
+
+def test_a_server_that_is_not_there_leaves_no_transcript(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result, said, log = talk_headless(f"http://127.0.0.1:{port}", tmp_path)
+    assert result.exit_code == 1 and "cannot reach the realtime endpoint" in result.stderr
+    assert not said.exists() and not log.exists()
+
+
+def test_a_server_that_never_finishes_the_handshake_times_out(monkeypatch):
+    monkeypatch.setattr(transport, "CONNECT_TIMEOUT", 0.2)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()  # accepts the TCP connection (backlog), never answers the upgrade
+        port = listener.getsockname()[1]
+        with pytest.raises(ServerError, match=r"did not answer within 0\.2 s"):
+            run(WebSocketTransport(f"http://127.0.0.1:{port}", None, None).open())
+
+
+def test_a_sent_turn_the_server_never_answers_ends_the_talk():
+    shape = VllmTurnBasedShape(ScriptedEngine(chat=lambda req: [Hold()]))  # starts a response, never finishes it
+
+    async def go(url: str):
+        voice, stop = Voice(), asyncio.Event()
+        client = TalkClient(WebSocketTransport(url, None, None), voice, FileSpeaker(),
+                            TalkOptions(turns="client", answer_timeout=0.3), Quiet(), Log())
+        voice.say(np.concatenate([speech(), silence(0.8)]))
+        await client.run(stop)
+
+    with served(shape.handler) as url, pytest.raises(ServerError, match=r"sent nothing for 0\.3 s after the turn"):
+        run(go(url))
+
+
+def test_server_vad_stays_where_the_server_took_it():
+    """omni's own session confirms `turn_detection`: no fallback, no note."""
+    async def go():
+        voice, stop, notes, log = Voice(), asyncio.Event(), Quiet(), Log()
+        client = TalkClient(LocalTransport(ScriptedEngine()), voice, FileSpeaker(), TalkOptions(turns="server"),
+                            notes, log)
+        task = asyncio.create_task(client.run(stop))
+        await log.until("in", "session.updated")
+        voice.say(silence(0.2))
+        await log.until("out", "input_audio_buffer.append", 5)
+        stop.set()
+        await task
+        return client, notes
+
+    client, notes = run(go())
+    assert isinstance(client.strategy, ServerVAD) and notes.notes == []
+
+
+@pytest.mark.parametrize("session, detects", [
+    ({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}}, True),  # GA
+    ({"turn_detection": {"type": "server_vad"}}, True),  # beta
+    ({"audio": {"input": {"turn_detection": None}}}, False),
+    ({"audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}}}}, False),  # vLLM-Omni: dropped
+    (None, False),
+])
+def test_what_the_server_accepted_is_read_from_session_updated(session, detects):
+    heard = dialects.read({"type": "session.updated", "session": session})
+    assert heard.kind == "session_updated" and heard.detects_turns is detects
+
+
+def test_the_fallback_turns_are_client_vad():
+    """The client that fell back finds turns itself: a ClientVAD, not the server strategy."""
+    shape = VllmTurnBasedShape(ScriptedEngine(chat=answer("Yes.", audio_seconds=0.2)))
+
+    async def go(url: str):
+        voice, stop, notes, log = Voice(), asyncio.Event(), Quiet(), Log()
+        client = TalkClient(WebSocketTransport(url, None, None), voice, FileSpeaker(), TalkOptions(turns="server"),
+                            notes, log)
+        task = asyncio.create_task(client.run(stop))
+        voice.say(np.concatenate([speech(), silence(0.8)]))
+        await log.until("in", "response.done")
+        stop.set()
+        await task
+        return client, notes
+
+    with served(shape.handler) as url:
+        client, notes = run(go(url))
+    assert isinstance(client.strategy, ClientVAD)
+    assert notes.notes == ["the server does not detect turns; using client VAD"]
+    assert sum(len(s) for s in client.said) == 4800
+
+
+def test_a_servers_realtime_error_is_capped_to_one_short_line():
+    from omnicli.errors import MESSAGE_CHARS
+    from omnicli.realtime import dialects
+
+    heard = dialects.read({"type": "error", "error": {"message": "x" * 5000 + "\n" + "y" * 10}})
+    assert heard.kind == "error" and len(heard.text) == MESSAGE_CHARS and "\n" not in heard.text
