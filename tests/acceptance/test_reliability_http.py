@@ -270,7 +270,10 @@ def test_sixteen_speech_and_four_realtime_clients_at_once_lose_nothing_and_memor
 
 # -- memory flat in input length --------------------------------------------------------------
 
-PEAK_BOUND_MB = 300
+PEAK_BOUND_MB = 400
+"""Measured here: one 200-character piece raises the high-water mark by ~160 MB; a run-on of any
+length (4,000 or 20,000 characters) by 200-335 MB, as onnxruntime's arena grows in steps. Before
+the run-on was cut into pieces, 4,000 characters took 4.6 GB."""
 
 
 def test_a_4000_character_run_on_keeps_memory_flat():
@@ -279,6 +282,8 @@ def test_a_4000_character_run_on_keeps_memory_flat():
     try:
         idle_rss = status_kib(proc.pid, "VmRSS") / 1024
         idle_hwm = status_kib(proc.pid, "VmHWM") / 1024
+        assert httpx.post(f"{url}/v1/audio/speech", json={"input": ("word " * 40).strip()}, timeout=120).status_code == 200
+        one_piece = status_kib(proc.pid, "VmHWM") / 1024
         started = time.monotonic()
         response = httpx.post(f"{url}/v1/audio/speech", json={"input": "word " * 800}, timeout=300)
         seconds = time.monotonic() - started
@@ -287,8 +292,9 @@ def test_a_4000_character_run_on_keeps_memory_flat():
         stop(proc)
     assert response.status_code == 200
     audio = sf.info(io.BytesIO(response.content)).duration
-    print(f"\n4,000-character run-on: idle RSS {idle_rss:.0f} MB (high-water {idle_hwm:.0f} MB), peak {peak:.0f} MB, "
-          f"+{peak - idle_rss:.0f} MB over idle; {audio:.0f} s of audio in {seconds:.1f} s")
+    print(f"\n4,000-character run-on: idle RSS {idle_rss:.0f} MB (high-water {idle_hwm:.0f} MB), one piece "
+          f"+{one_piece - idle_rss:.0f} MB, run-on peak {peak:.0f} MB, +{peak - idle_rss:.0f} MB over idle; "
+          f"{audio:.0f} s of audio in {seconds:.1f} s")
     assert audio > 60
     assert peak - idle_rss < PEAK_BOUND_MB
 

@@ -110,7 +110,7 @@ def one_error_line(result, code: int, *needles: str) -> None:
     ],
 )
 def test_bad_options_fail_before_writing(omni, tmp_path, args, code, needles):
-    path = tmp_path / "out.wav"
+    path = tmp_path / ("out." + args[args.index("--format") + 1] if "--format" in args else "out.wav")
     one_error_line(omni("speak", TEXT, "-o", str(path), *args), code, *needles)
     assert list(tmp_path.iterdir()) == []
 
