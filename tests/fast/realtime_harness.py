@@ -22,14 +22,17 @@ SAFETY_S = 10
 
 @cache
 def speech() -> np.ndarray:
-    """'What time is it?' spoken by the real Piper voice (about 0.8 s), at 24 kHz: real speech
-    for the real Silero VAD."""
+    """'What time is it?' spoken by the real Piper voice (about 1 s), at 24 kHz: real speech for
+    the real Silero VAD. Without Piper's sampling noise, so every run hears the same clip."""
+    from piper import SynthesisConfig
+
     from omnicli.audio.pcm import resample
     from omnicli.engine import piper_voice
 
     voice = piper_voice.load(piper_voice.default_voice())
-    samples, rate = piper_voice.synthesize(voice, "What time is it?", 1.0)
-    return resample(samples, rate, SPEECH_RATE)
+    still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    samples = np.concatenate([c.audio_float_array for c in voice.synthesize("What time is it?", syn_config=still)])
+    return resample(samples, voice.config.sample_rate, SPEECH_RATE)
 
 
 @cache
