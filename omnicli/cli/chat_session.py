@@ -30,6 +30,13 @@ from omnicli.errors import OmniError
 
 log = logging.getLogger("omni")
 PROMPT = ">>> "
+REPL_COMMANDS = {
+    "/help": "this list",
+    "/reset": "forget the conversation so far",
+    "/save [PATH]": "write the conversation as JSON (default: omni-chat-DATE-TIME.json here)",
+    "/exit": "leave (so do exit, quit and Ctrl-D)",
+    "//text": "send a message that starts with /",
+}
 
 
 @dataclass(frozen=True)
@@ -78,12 +85,13 @@ class ChatSession:
                 runner.run(self.engine.aclose())
 
     def repl(self, first: list | None = None) -> None:
-        """Read prompts until `exit` or end of input; /reset and /save PATH manage the history."""
+        """Read prompts until `exit` or end of input; a line starting with '/' is a command
+        (REPL_COMMANDS), never a message to the model."""
         tty = sys.stdin.isatty()
         if tty:
             import readline  # noqa: F401 - line editing and history for input()
 
-            print("omni chat: type a message; /reset, /save PATH, exit", file=sys.stderr)
+            print("omni chat: type a message; /help lists the commands; Ctrl-D or /exit leaves", file=sys.stderr)
         with asyncio.Runner() as runner:
             try:
                 if first:
@@ -95,19 +103,18 @@ class ChatSession:
                         print(file=sys.stderr)
                         continue
                     except EOFError:
+                        print(file=sys.stderr)  # Ctrl-D leaves the prompt's line unfinished
                         break
                     if not tty and not line:
                         break
                     line = line.strip()
-                    if line in ("exit", "quit", "/exit", "/quit"):
+                    if line in ("exit", "quit"):
                         break
-                    if line == "/reset":
-                        self.reset()
-                        print("(history cleared)", file=sys.stderr)
-                    elif line.startswith("/save"):
-                        self.save(line[len("/save"):].strip())
+                    if line.startswith("/") and not line.startswith("//"):
+                        if not self.command(line):
+                            break
                     elif line:
-                        self._run_turn(runner, Message("user", [TextPart(line)]))
+                        self._run_turn(runner, Message("user", [TextPart(line.removeprefix("/"))]))
             finally:
                 runner.run(self.engine.aclose())
         if self.failed:
@@ -122,12 +129,29 @@ class ChatSession:
             self.failed += 1
             print(f"omni: error: {exc}" + (f" ({exc.hint})" if exc.hint else ""), file=sys.stderr)
 
+    def command(self, line: str) -> bool:
+        """Carry out a REPL command; False when it ends the session."""
+        name, _, argument = line.partition(" ")
+        match name:
+            case "/exit" | "/quit":
+                return False
+            case "/help":
+                width = max(len(usage) for usage in REPL_COMMANDS)
+                for usage, meaning in REPL_COMMANDS.items():
+                    print(f"  {usage:<{width}}  {meaning}", file=sys.stderr)
+            case "/reset":
+                self.reset()
+                print("(history cleared)", file=sys.stderr)
+            case "/save":
+                self.save(argument.strip() or time.strftime("omni-chat-%Y%m%d-%H%M%S.json"))
+            case _:
+                print(f"omni: error: unknown command {name} (/help lists them; start a message with // "
+                      "to send one that begins with /)", file=sys.stderr)
+        return True
+
     def save(self, path: str) -> None:
         from omnicli.audio.atomic import atomic_write
 
-        if not path:
-            print("omni: error: /save needs a path", file=sys.stderr)
-            return
         messages = [{"role": m.role, "content": m.text} for m in self.history]
         try:
             atomic_write(path, json.dumps({"messages": messages}, indent=2).encode() + b"\n")

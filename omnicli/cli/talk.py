@@ -54,9 +54,9 @@ def talk(
     from omnicli.config import resolve_connection
 
     if list_devices:
-        from omnicli.audio.devices import sounddevice
+        from omnicli.audio.devices import device_table, sounddevice
 
-        print(sounddevice().query_devices())
+        print(device_table(sounddevice().query_devices()))
         return
     if vad not in (None, "client", "server"):
         raise UsageError(f"--vad must be 'client' or 'server', got {vad!r}")

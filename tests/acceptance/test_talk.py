@@ -269,3 +269,11 @@ def test_server_vad_against_vllm_omnis_turn_based_handler(omni, tmp_path, judge)
     assert len(answer) == 1 and answer[0].strip()
     samples, rate = sf.read(str(said), dtype="float32")
     assert len(samples) > rate // 2 and judge.wer_of(answer[0], samples, rate) < 0.35
+
+
+def test_list_devices_shows_the_pulseaudio_devices(omni, pulse):
+    result = omni("talk", "--list-devices", env=pulse.env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert lines and all(line[:3].strip().isdigit() for line in lines)
+    assert any(" pulse " in line or " default " in line for line in lines), lines

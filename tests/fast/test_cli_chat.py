@@ -2,6 +2,7 @@
 sends, what reaches stdout and stderr, the REPL's commands and Ctrl-C, and bad input."""
 
 import json
+import re
 import signal
 
 import pytest
@@ -120,12 +121,32 @@ def test_repl_saves_the_history(tmp_path):
 def test_repl_save_to_an_unwritable_place_is_one_line_and_goes_on(tmp_path):
     (tmp_path / "a_file").write_text("")
     engine = ScriptedEngine()
-    result = omni("chat", "-i", input=f"/save {tmp_path / 'a_file' / 'x.json'}\n/save\nHi\n",
+    result = omni("chat", "-i", input=f"/save {tmp_path / 'a_file' / 'x.json'}\nHi\n", engines=ScriptedEngines(engine))
+    assert result.exit_code == 0
+    assert result.stderr == f"omni: error: cannot write {tmp_path / 'a_file' / 'x.json'}: Not a directory\n"
+    assert result.stdout == "Hello there.\n" and len(engine.requests) == 1
+
+
+def test_repl_save_without_a_path_names_the_file_by_date(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = omni("chat", "-i", input="Hi\n/save\n", engines=ScriptedEngines())
+    saved = list(tmp_path.glob("omni-chat-*.json"))
+    assert result.exit_code == 0 and len(saved) == 1
+    assert re.fullmatch(r"omni-chat-\d{8}-\d{6}\.json", saved[0].name)
+    assert result.stderr == f"(saved 3 messages to {saved[0].name})\n"
+    assert [m["content"] for m in json.loads(saved[0].read_text())["messages"]][1:] == ["Hi", "Hello there."]
+
+
+def test_repl_commands_never_reach_the_model():
+    engine = ScriptedEngine()
+    result = omni("chat", "-i", input="/help\n/nonsense now\n//etc is a folder?\n/exit\nnever sent\n",
                   engines=ScriptedEngines(engine))
     assert result.exit_code == 0
-    assert result.stderr == (f"omni: error: cannot write {tmp_path / 'a_file' / 'x.json'}: Not a directory\n"
-                             "omni: error: /save needs a path\n")
-    assert result.stdout == "Hello there.\n" and len(engine.requests) == 1
+    lines = result.stderr.splitlines()
+    assert [line.split()[0] for line in lines[:5]] == ["/help", "/reset", "/save", "/exit", "//text"]
+    assert lines[5] == ("omni: error: unknown command /nonsense (/help lists them; start a message with // "
+                        "to send one that begins with /)")
+    assert [r.messages[-1] for r in engine.requests] == [user("/etc is a folder?")]
 
 
 def ctrl_c() -> None:
