@@ -7,6 +7,7 @@ seamless. The stream starts once ~100 ms are buffered, and ends after the last s
 
 import asyncio
 import threading
+import time
 from collections import deque
 
 import numpy as np
@@ -18,6 +19,7 @@ from omnicli.errors import AudioDeviceError
 
 _PREBUFFER_SECONDS = 0.1
 _TAIL_PADDING_SECONDS = 0.1  # devices drop the last few ms of a stream; pad so speech is not cut
+_FINISH_POLL_SECONDS = 0.05
 
 
 class Player:
@@ -108,11 +110,15 @@ class Player:
         self._push(np.zeros(int(_TAIL_PADDING_SECONDS * self.device_rate), dtype=np.float32))
         self._closing = True
         self._push(np.zeros(0, dtype=np.float32))
-        # Bounded wait: a device that stops calling back must not hang the command.
-        limit = self._buffered / self.device_rate + 5.0
-        if not await asyncio.to_thread(self._done.wait, limit):
-            self.close()
-            raise AudioDeviceError("the output device stopped playing before the end")
+        # Waited for on the event loop, not in a worker thread: Ctrl-C cancels this at once,
+        # where a thread blocked in wait() held the process until the audio ran out.
+        # Bounded: a device that stops calling back must not hang the command.
+        deadline = time.monotonic() + self._buffered / self.device_rate + 5.0
+        while not self._done.is_set():
+            if time.monotonic() > deadline:
+                self.close()
+                raise AudioDeviceError("the output device stopped playing before the end")
+            await asyncio.sleep(_FINISH_POLL_SECONDS)
         await asyncio.to_thread(self.close)
 
     def close(self) -> None:

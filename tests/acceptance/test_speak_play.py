@@ -1,5 +1,11 @@
 """`omni speak --play` on a real (PulseAudio pipe-sink) speaker: what the sink receives is the speech."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from pulse import RATE
@@ -41,3 +47,27 @@ def test_play_streams_from_server_and_engine(omni, pulse, judge, omni_server, so
     result = omni("speak", TEXT, "--play", *extra, env=pulse.env)
     assert result.returncode == 0, result.stderr
     assert judge.wer_of(TEXT, trim_silence(pulse.take_speaker()), RATE) < 0.2
+
+
+def test_ctrl_c_stops_playback_at_once(pulse):
+    """Synthesis of this text ends within a few seconds; its playback would take about a minute.
+    Ctrl-C while it plays stops it there, not when the audio runs out."""
+    pulse.take_speaker()
+    env = {**os.environ, "OMNI_CONFIG": "/nonexistent/omni.toml", **pulse.env}
+    proc = subprocess.Popen([sys.executable, "-m", "omnicli", "speak", " ".join([TEXT] * 12), "--play"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    heard = 0.0
+    while heard < 8.0:  # well past the end of synthesis, with most of the minute still to play
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+        heard += len(trim_silence(pulse.take_speaker())) / RATE
+    proc.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    code = proc.wait(timeout=60)
+    stopped_after = time.monotonic() - interrupted
+    proc.stderr.close()
+    time.sleep(0.5)
+    after = pulse.take_speaker()
+    assert code == 130
+    assert stopped_after < 5, f"playback went on for {stopped_after:.1f} s after Ctrl-C"
+    assert len(after) == 0 or float(abs(after).max()) < 0.01  # the speaker went quiet
