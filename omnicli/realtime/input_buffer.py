@@ -1,5 +1,5 @@
 """The input audio buffer: PCM16 the client appended and has not committed, and the turns that
-server VAD hears in it.
+turn detection (server_vad: silence; semantic_vad: Smart Turn after a pause) hears in it.
 
 The CPU work of an append (base64, PCM conversion, both VADs) runs in a worker thread, so a
 14 MiB append does not stall other sessions or /health; the session handles one event at a time,
@@ -28,6 +28,8 @@ _B64_SLICE = 4 * 256 * 1024
 (and the event loop runs) between slices."""
 _KEEP_BETWEEN_TURNS_MS = 200
 """Between turns the buffer keeps a coming turn's prefix padding and this much more."""
+_SEMANTIC_PADDING_MS = 300
+"""semantic_vad has no `prefix_padding_ms`; its turns keep server_vad's default."""
 
 
 def decode_pcm16(audio: str, param: str = "audio") -> bytes:
@@ -86,19 +88,26 @@ class InputBuffer:
         if self._detection is None:
             return verdicts, []
         if self._detector is None:
-            self._detector = TurnDetector(
-                SPEECH_RATE, threshold=self._detection["threshold"], silence_ms=self._detection["silence_duration_ms"],
-                prefix_padding_ms=self._detection["prefix_padding_ms"],
-            )
+            self._detector = self._new_detector(self._detection)
             self._heard_ms = self._start_ms = 0
         turns = self._detector.feed(samples)
         self._heard_ms += len(samples) * 1000 // SPEECH_RATE
         return verdicts, turns
 
+    @staticmethod
+    def _new_detector(detection: dict) -> TurnDetector:
+        if detection["type"] == "semantic_vad":
+            return TurnDetector(SPEECH_RATE, prefix_padding_ms=_SEMANTIC_PADDING_MS, semantic=True, eagerness=detection["eagerness"])
+        return TurnDetector(
+            SPEECH_RATE, threshold=detection["threshold"], silence_ms=detection["silence_duration_ms"],
+            prefix_padding_ms=detection["prefix_padding_ms"],
+        )
+
     def settle(self) -> None:
         """Between turns keep only what a coming turn's padding could need."""
         if self._detection is not None and not self.speaking:
-            self.drop_before(self._heard_ms - self._detection["prefix_padding_ms"] - _KEEP_BETWEEN_TURNS_MS)
+            padding = self._detection.get("prefix_padding_ms", _SEMANTIC_PADDING_MS)
+            self.drop_before(self._heard_ms - padding - _KEEP_BETWEEN_TURNS_MS)
 
     def drop_before(self, ms: int) -> None:
         cut = min(len(self.pcm), max(0, (ms - self._start_ms) * SPEECH_RATE // 1000 * 2))

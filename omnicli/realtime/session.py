@@ -4,7 +4,8 @@
 Semantics follow vLLM-Omni's turn-based handler: bad events get an `error` event and the session
 lives on; unsupported session fields are dropped; only 24 kHz PCM16 audio is accepted; a new
 `response.create` cancels the running response; history lives here. Beyond it: server VAD
-(Silero) commits turns, answers, and interrupts a response when the user speaks.
+(Silero) and semantic VAD (Smart Turn, which vLLM-Omni refuses) commit turns, answer, and
+interrupt a response when the user speaks.
 
 This module only coordinates: `events` parses and checks, `settings` keeps the configuration,
 `input_buffer` holds the audio and hears turns, `responses` runs one answer.
@@ -33,7 +34,7 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
 from omnicli.engine.base import Engine
 from omnicli.engine.voices import check_served_voice
-from omnicli.errors import UsageError
+from omnicli.errors import OmniError, UsageError
 from omnicli.realtime.conversation import Conversation, Item, new_id
 from omnicli.realtime.events import ClientEvent, EventError, parse
 from omnicli.realtime.input_buffer import InputBuffer, decode_pcm16
@@ -150,6 +151,9 @@ class RealtimeSession:
                 await check_served_voice(self.engine, voice)
             except UsageError as exc:
                 raise EventError(str(exc), "invalid_value", param="session.audio.output.voice") from None
+        detection = ((session.get("audio") or {}).get("input") or {}).get("turn_detection")
+        if isinstance(detection, dict) and detection.get("type") == "semantic_vad":
+            await _smart_turn_ready()
         if self.settings.update(session):
             self.input.detect_turns(self.settings.turn_detection)
         await self.emit("session.updated", session=self._session_object())
@@ -271,3 +275,14 @@ class RealtimeSession:
             task.cancel(reason)
         await asyncio.gather(task, return_exceptions=True)
         await response.finish("cancelled", reason)  # only if it was cancelled before it began to run
+
+
+async def _smart_turn_ready() -> None:
+    """semantic_vad needs the Smart Turn model: loaded now (once per process), or refused."""
+    from omnicli.audio import smart_turn
+
+    try:
+        await asyncio.to_thread(smart_turn.load)
+    except OmniError as exc:
+        raise EventError(f"semantic_vad is not available: {exc}", "unsupported_feature",
+                         param="session.audio.input.turn_detection.type") from None

@@ -12,6 +12,8 @@ SERVER_VAD_DEFAULTS = {
     "type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500,
     "create_response": True, "interrupt_response": True,
 }
+SEMANTIC_VAD_DEFAULTS = {"type": "semantic_vad", "eagerness": "auto", "create_response": True, "interrupt_response": True}
+"""Turns that end by meaning (Smart Turn after a short pause); `eagerness` sets how soon."""
 _SETTABLE = {
     "instructions": True, "output_modalities": True, "max_output_tokens": True,
     "audio": {"input": {"format": True, "turn_detection": True}, "output": {"format": True, "voice": True, "speed": True}},
@@ -54,11 +56,14 @@ class SessionSettings:
         detection_changed = "turn_detection" in audio_in
         if audio_in.get("turn_detection"):
             detection = audio_in["turn_detection"]
-            audio_in["turn_detection"] = {**SERVER_VAD_DEFAULTS, **{k: v for k, v in detection.items() if k in SERVER_VAD_DEFAULTS},
-                                          "type": "server_vad"}
+            defaults = SEMANTIC_VAD_DEFAULTS if detection.get("type") == "semantic_vad" else SERVER_VAD_DEFAULTS
+            audio_in["turn_detection"] = {**defaults, **{k: v for k, v in detection.items() if k in defaults and v is not None},
+                                          "type": defaults["type"]}
         elif detection_changed:
             audio_in["turn_detection"] = None
         self.values = _merge(self.values, update)
+        if detection_changed:  # taken whole: one kind's fields never linger in the other's
+            self.values["audio"]["input"]["turn_detection"] = audio_in["turn_detection"]
         return detection_changed
 
 

@@ -1,0 +1,157 @@
+"""When does a turn end? Semantic turns (Silero pause + Smart Turn v3.2) beside 500 ms of silence.
+
+Speech from the embedded Piper voice (no sampling noise), fed to `TurnDetector` 40 ms at a time as
+a microphone would. Printed side by side for 500 ms of silence and each semantic eagerness:
+- end of speech -> turn end decision, p50/p90, on finished sentences (the 20 dev sentences and
+  benchmarks/talk.py's 10 questions read whole): the silence heard before the decision plus the
+  time the deciding call took; how many never ended, and how many ended twice (split) on the way.
+  Goal (issues 11, 15): semantic at least 300 ms sooner.
+- turns cut in the middle of a sentence: the dev sentences with a 400 ms pause at the word
+  boundary nearest their middle, read two ways: whole, the pause put in between two words
+  (found with Whisper tiny.en's word times), and as two halves read apart. Goal: at most 1 in 20.
+- Smart Turn's time per call (features + model, one thread), p50/p90.
+Usage: python benchmarks/turns.py
+"""
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from omnicli.bench.scoring import percentile
+
+DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "sentences_dev.txt"
+QUESTIONS = [
+    "How many days are there in a week?", "What do cats like to eat?", "What color is the sky?",
+    "Is it cold in winter?", "What is two plus two?", "Where do fish live?", "What do bees make?",
+    "How many legs does a spider have?", "What is the opposite of hot?", "Can birds fly?",
+]
+RATE = 24000
+FRAME = 960  # 40 ms
+PAUSE_S = 0.4
+RULES = [("500 ms of silence", {"silence_ms": 500}), ("semantic, eagerness high", {"semantic": True, "eagerness": "high"}),
+         ("semantic, eagerness auto", {"semantic": True, "eagerness": "auto"}),
+         ("semantic, eagerness low", {"semantic": True, "eagerness": "low"})]
+
+
+def voice():
+    from piper import SynthesisConfig
+
+    from omnicli.audio.pcm import resample
+    from omnicli.engine import piper_voice
+
+    piper = piper_voice.load(piper_voice.default_voice())
+    still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+
+    def say(text: str) -> np.ndarray:
+        samples = np.concatenate([c.audio_float_array for c in piper.synthesize(text, syn_config=still)])
+        return resample(samples, piper.config.sample_rate, RATE)
+    return say
+
+
+def quiet(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), np.float32)
+
+
+def _loud(samples: np.ndarray) -> np.ndarray:
+    """Indices of the 10 ms frames with sound in them."""
+    frames = samples[: len(samples) // 240 * 240].reshape(-1, 240)
+    return np.flatnonzero(np.sqrt((frames ** 2).mean(axis=1)) > 0.005)
+
+
+def speech_end_ms(samples: np.ndarray) -> int:
+    loud = _loud(samples)
+    return int((loud[-1] + 1) * 10) if len(loud) else 0
+
+
+def trimmed(samples: np.ndarray) -> np.ndarray:
+    """Without the silence Piper puts before and after an utterance, so a pause is what it says."""
+    loud = _loud(samples)
+    return samples[loud[0] * 240:(loud[-1] + 1) * 240]
+
+
+def pause_between_words(whole: np.ndarray, asr) -> tuple[np.ndarray, np.ndarray]:
+    """`whole` cut at the quietest 10 ms around the word boundary nearest its middle."""
+    from omnicli.audio.pcm import resample
+
+    words = asr.transcribe(resample(whole, RATE, 16000), "en", words=True).words
+    k = len(words) // 2
+    lo, hi = int((words[k - 1]["end"] - 0.06) * 100), int((words[k]["start"] + 0.06) * 100)
+    energy = [np.sqrt(np.mean(whole[i * 240:(i + 1) * 240] ** 2)) for i in range(lo, hi + 1)]
+    cut = (lo + int(np.argmin(energy))) * 240 + 120
+    return whole[:cut], whole[cut:]
+
+
+def run(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
+    """The detector's stops in `audio`, each with the wall time of the feed call that decided it."""
+    from omnicli.audio.vad import TurnDetector
+
+    detector = TurnDetector(RATE, **rule)
+    stops = []
+    for start in range(0, len(audio), FRAME):
+        began = time.perf_counter()
+        events = detector.feed(audio[start:start + FRAME])
+        took = time.perf_counter() - began
+        stops += [(e, took) for e in events if e.kind == "stopped"]
+    return stops
+
+
+def main() -> None:
+    from omnicli.audio import smart_turn
+    from omnicli.audio.pcm import resample
+    from omnicli.engine.asr import WhisperASR
+
+    say = voice()
+    dev = [line.strip() for line in DEV.read_text().splitlines() if line.strip()]
+    finished = [say(text) for text in dev + QUESTIONS]
+    asr = WhisperASR()
+    between_words = [pause_between_words(clip, asr) for clip in finished[:len(dev)]]
+    halves = []
+    for text in dev:
+        words = text.split()
+        halves.append((trimmed(say(" ".join(words[:len(words) // 2]))), trimmed(say(" ".join(words[len(words) // 2:])))))
+    smart_turn.load()
+
+    print(f"{len(finished)} finished sentences; {len(dev)} dev sentences with a {PAUSE_S * 1000:.0f} ms pause inside")
+    print(f"{'rule':<26}{'end of speech -> turn end, ms':>31}{'unended':>9}{'split':>7}{'cut at the pause (of 20)':>27}")
+    print(f"{'':<26}{'p50':>15}{'p90':>8}{'':>8}{'':>9}{'':>7}{'read whole':>13}{'two halves':>14}")
+    p50s = {}
+    for name, rule in RULES:
+        delays, unended, split = [], 0, 0
+        for clip in finished:
+            stops = run(np.concatenate([quiet(0.5), clip, quiet(3.5)]), **rule)
+            split += len(stops) > 1
+            if not stops:
+                unended += 1
+                continue
+            event, took = stops[-1]
+            decided_ms = event.ms + event.silence_ms + took * 1000
+            delays.append(decided_ms - (500 + speech_end_ms(clip)))
+        cuts = []
+        for pairs in (between_words, halves):
+            cut = 0
+            for first, second in pairs:
+                stops = run(np.concatenate([quiet(0.5), first, quiet(PAUSE_S), second, quiet(3.5)]), **rule)
+                resumed_ms = 500 + len(first) * 1000 // RATE + PAUSE_S * 1000
+                cut += any(e.ms < resumed_ms for e, _ in stops)
+            cuts.append(cut)
+        p50s[name] = percentile(delays, .5)
+        print(f"{name:<26}{p50s[name]:>15.0f}{percentile(delays, .9):>8.0f}{'':>8}{unended:>9}{split:>7}{cuts[0]:>13}{cuts[1]:>14}")
+    sooner = p50s["500 ms of silence"] - p50s["semantic, eagerness auto"]
+    print(f"goal: semantic (auto) >= 300 ms sooner than 500 ms of silence: {sooner:.0f} ms sooner; cuts <= 1 of 20")
+
+    inputs = [resample(np.concatenate([clip, quiet(0.2)]), RATE, smart_turn.RATE) for clip in finished]
+    calls, features = [], []
+    for audio in inputs:
+        began = time.perf_counter()
+        smart_turn.features(audio)
+        features.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        smart_turn.completion_probability(audio)
+        calls.append(time.perf_counter() - began)
+    print(f"Smart Turn per call, ms (one thread): p50 {percentile(calls, .5) * 1000:.0f}, p90 {percentile(calls, .9) * 1000:.0f}"
+          f" (features alone p50 {percentile(features, .5) * 1000:.1f}); issue 11 expects 10-65")
+
+
+if __name__ == "__main__":
+    main()

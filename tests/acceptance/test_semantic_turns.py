@@ -1,0 +1,85 @@
+"""Semantic turns on a live `omni serve`: `turn_detection: semantic_vad` (Smart Turn v3.2 after a
+short pause) over the WebSocket, on real speech from the embedded Piper voice. Which turns end and
+in what order, never how many milliseconds it took."""
+
+import asyncio
+
+import numpy as np
+from test_realtime_server import pcm_b64, raw_session
+
+from turn_speech import QUESTION, UNFINISHED, paused, quiet, say
+
+BUFFER_EVENTS = ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "input_audio_buffer.committed")
+
+
+async def _configured(url: str, detection: dict):
+    raw = await raw_session(url)
+    await raw.send({"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": detection}}}})
+    updated = await raw.until("session.updated")
+    assert updated["session"]["audio"]["input"]["turn_detection"]["type"] == detection["type"]
+    return raw
+
+
+async def _append(raw, audio: np.ndarray) -> list[str]:
+    """Append `audio` in 100 ms pieces; the buffer events it caused, once the server has carried
+    out every append (events are handled in order, so the error for a missing item comes last)."""
+    mark = len(raw.seen)
+    for start in range(0, len(audio), 2400):
+        await raw.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 2400])})
+    await raw.send({"type": "conversation.item.retrieve", "item_id": "item_marker"})
+    await raw.until("error")
+    return [e["type"] for e in raw.seen[mark:] if e["type"] in BUFFER_EVENTS]
+
+
+def test_a_pause_inside_a_sentence_ends_no_semantic_turn_but_ends_a_300_ms_silence_turn(omni_server):
+    audio = paused(*UNFINISHED, pause_s=0.5)
+
+    async def turns(detection: dict) -> list[str]:
+        raw = await _configured(omni_server, {**detection, "create_response": False})
+        seen = await _append(raw, audio)
+        await raw.ws.close()
+        return seen
+
+    assert asyncio.run(turns({"type": "semantic_vad", "eagerness": "auto"})) == list(BUFFER_EVENTS)
+    assert asyncio.run(turns({"type": "server_vad", "silence_duration_ms": 300})) == list(BUFFER_EVENTS) * 2
+
+
+def test_a_finished_question_ends_the_turn_before_500_ms_of_silence_would(omni_server):
+    """After the question and 400 ms of quiet, the semantic turn is committed and the 500 ms
+    silence turn is not; more quiet ends that one too."""
+    question = np.concatenate([quiet(1.0), say(QUESTION), quiet(0.4)])
+
+    async def turns(detection: dict) -> tuple[list[str], list[str]]:
+        raw = await _configured(omni_server, {**detection, "create_response": False})
+        early = await _append(raw, question)
+        later = await _append(raw, quiet(1.0))
+        await raw.ws.close()
+        return early, later
+
+    assert asyncio.run(turns({"type": "semantic_vad", "eagerness": "high"})) == (list(BUFFER_EVENTS), [])
+    assert asyncio.run(turns({"type": "server_vad", "silence_duration_ms": 500})) == (
+        ["input_audio_buffer.speech_started"], ["input_audio_buffer.speech_stopped", "input_audio_buffer.committed"])
+
+
+def test_semantic_turns_answer_and_a_bad_eagerness_leaves_the_session_working(omni_server):
+    async def run():
+        raw = await _configured(omni_server, {"type": "semantic_vad", "eagerness": "medium"})
+        await raw.send({"type": "session.update", "session": {"type": "realtime", "audio": {"input": {
+            "turn_detection": {"type": "semantic_vad", "eagerness": "sometimes"}}}}})
+        refused = await raw.until("error")
+        await raw.send({"type": "session.update", "session": {"type": "realtime", "instructions": "Answer in one short sentence."}})
+        kept = (await raw.until("session.updated"))["session"]["audio"]["input"]["turn_detection"]
+        audio = np.concatenate([quiet(1.0), say(QUESTION), quiet(1.0)])
+        for start in range(0, len(audio), 2400):
+            await raw.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 2400])})
+        done = await raw.until("response.done", timeout=120)
+        await raw.ws.close()
+        return refused, kept, done, [e["type"] for e in raw.seen if e["type"] in (*BUFFER_EVENTS, "response.created")]
+
+    refused, kept, done, order = asyncio.run(run())
+    assert refused["error"]["param"] == "session.audio.input.turn_detection.eagerness"
+    assert kept == {"type": "semantic_vad", "eagerness": "medium", "create_response": True, "interrupt_response": True}
+    assert order == [*BUFFER_EVENTS, "response.created"]
+    assert done["response"]["status"] == "completed"
+    transcript = " ".join(part.get("transcript") or "" for item in done["response"]["output"] for part in item["content"])
+    assert transcript.strip()

@@ -1,0 +1,195 @@
+"""Semantic turn detection: `turn_detection: semantic_vad` in the realtime session (accepted,
+echoed, refused) and the TurnDetector's semantic mode, on real Silero and the real Smart Turn model
+hearing real (Piper) speech. Assertions are on which turn ends happen and their order."""
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from omnicli.audio import smart_turn
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.vad import TurnDetector
+from omnicli.errors import OmniError
+
+from realtime_harness import Session, pcm_b64, run, silence, speech
+from scripted import ScriptedEngine, answer
+from turn_speech import QUESTION, UNFINISHED, paused, say, spoken
+
+SEMANTIC = {"type": "semantic_vad", "eagerness": "auto", "create_response": True, "interrupt_response": True}
+
+
+def update(detection) -> dict:
+    return {"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": detection}}}}
+
+
+def feed(detector: TurnDetector, audio: np.ndarray, step: int = 960) -> list:
+    """Events from `audio` fed 40 ms at a time, as a microphone would."""
+    return [event for start in range(0, len(audio), step) for event in detector.feed(audio[start:start + step])]
+
+
+# ---- the session contract -------------------------------------------------------------------
+
+def test_semantic_vad_is_accepted_and_echoed_with_its_defaults():
+    async def go():
+        async with Session() as s:
+            updates = []
+            for detection in ({"type": "semantic_vad"}, {"type": "semantic_vad", "eagerness": "low", "create_response": False},
+                              {"type": "semantic_vad", "eagerness": "high", "threshold": 0.3, "silence_duration_ms": 100},
+                              {"type": "server_vad"}, None):
+                await s.send(update(detection))
+                updates.append((await s.until("session.updated"))["session"]["audio"]["input"]["turn_detection"])
+            return updates
+
+    default, low, high, server, off = run(go())
+    assert default == SEMANTIC
+    assert low == {**SEMANTIC, "eagerness": "low", "create_response": False}
+    assert high == {**SEMANTIC, "eagerness": "high"}  # server_vad's fields have no meaning here
+    assert server["type"] == "server_vad" and server["silence_duration_ms"] == 500 and "eagerness" not in server
+    assert off is None
+
+
+@pytest.mark.parametrize("detection, param", [
+    ({"type": "semantic_vad", "eagerness": "eager"}, "session.audio.input.turn_detection.eagerness"),
+    ({"type": "semantic_vad", "eagerness": 3}, "session.audio.input.turn_detection.eagerness"),
+    ({"type": "smart_vad"}, "session.audio.input.turn_detection.type"),
+])
+def test_bad_turn_detection_is_an_error_event_and_the_session_lives_on(detection, param):
+    async def go():
+        async with Session() as s:
+            await s.send(update({"type": "semantic_vad", "eagerness": "high"}))
+            await s.until("session.updated")
+            error = await s.error(update(detection))
+            await s.send({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief."}})
+            return error, (await s.until("session.updated"))["session"]
+
+    error, session = run(go())
+    assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "invalid_value", param)
+    assert session["instructions"] == "Be brief."
+    assert session["audio"]["input"]["turn_detection"] == {**SEMANTIC, "eagerness": "high"}
+
+
+def test_semantic_vad_ends_a_spoken_question_commits_and_answers():
+    engine = ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.3))
+
+    async def go():
+        async with Session(engine) as s:
+            await s.send(update({"type": "semantic_vad"}))
+            await s.until("session.updated")
+            mark = len(s.seen)
+            audio = np.concatenate([silence(1.0), speech(), silence(2.5)])
+            for start in range(0, len(audio), 2400):
+                await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 2400])})
+            done = await s.until("response.done")
+            return [e for e in s.seen[mark:] if e["type"].startswith(("input_audio_buffer", "response.created", "response.done"))], done
+
+    turn, done = run(go())
+    assert [e["type"] for e in turn] == ["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
+                                         "input_audio_buffer.committed", "response.created", "response.done"]
+    started, stopped, committed = turn[:3]
+    assert started["item_id"] == stopped["item_id"] == committed["item_id"]
+    assert 500 <= started["audio_start_ms"] < stopped["audio_end_ms"] < 1000 + len(speech()) * 1000 // SPEECH_RATE
+    assert done["response"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("pause_s", [0.4, 0.6])
+def test_semantic_vad_does_not_cut_a_sentence_at_a_pause_where_server_vad_does(pause_s):
+    async def turns(detection: dict) -> list[str]:
+        async with Session() as s:
+            await s.send(update(detection))
+            await s.until("session.updated")
+            mark = len(s.seen)
+            audio = paused(*UNFINISHED, pause_s=pause_s)
+            for start in range(0, len(audio), 4800):
+                await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 4800])})
+            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all appends carried out
+            return [e["type"] for e in s.seen[mark:] if e["type"].startswith("input_audio_buffer")]
+
+    one_turn = ["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "input_audio_buffer.committed"]
+    assert run(turns({"type": "semantic_vad", "create_response": False})) == one_turn
+    assert run(turns({"type": "server_vad", "silence_duration_ms": 300, "create_response": False})) == one_turn * 2
+
+
+def test_a_model_file_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatch):
+    wrong = tmp_path / smart_turn.MODEL_FILE
+    wrong.write_bytes(b"not a model")
+    monkeypatch.setattr(smart_turn, "model_path", lambda: wrong)
+    monkeypatch.setattr(smart_turn, "_loaded", None)
+
+    async def go():
+        async with Session() as s:
+            error = await s.error(update({"type": "semantic_vad"}))
+            await s.send(update({"type": "server_vad"}))
+            return error, (await s.until("session.updated"))["session"]["audio"]["input"]["turn_detection"]["type"]
+
+    error, kind = run(go())
+    assert error["code"] == "unsupported_feature" and error["param"] == "session.audio.input.turn_detection.type"
+    assert "not the Smart Turn v3.2 model" in error["message"]
+    assert kind == "server_vad"
+    with pytest.raises(OmniError, match="not the Smart Turn"):
+        TurnDetector(SPEECH_RATE, semantic=True)
+
+
+def test_the_installed_model_is_the_pinned_one():
+    assert hashlib.sha256(smart_turn.model_path().read_bytes()).hexdigest() == smart_turn.MODEL_SHA256
+
+
+# ---- the detector --------------------------------------------------------------------------
+
+def test_smart_turn_hears_a_finished_question_as_complete_and_a_trailing_if_as_not():
+    finished = smart_turn.completion_probability(_at_16k(np.concatenate([say(QUESTION), silence(0.2)])))
+    unfinished = smart_turn.completion_probability(_at_16k(np.concatenate([say(UNFINISHED[0]), silence(0.2)])))
+    assert unfinished < 0.5 < finished <= 1
+
+
+def test_a_finished_question_ends_after_the_short_pause_and_the_silence_rule_waits_longer():
+    audio = spoken(QUESTION)
+    semantic, plain = TurnDetector(SPEECH_RATE, semantic=True), TurnDetector(SPEECH_RATE, silence_ms=500)
+    ends = [[e for e in feed(d, audio) if e.kind == "stopped"] for d in (semantic, plain)]
+    (by_meaning,), (by_silence,) = ends
+    assert by_meaning.probability is not None and by_meaning.probability >= 0.5
+    assert semantic.pause_ms <= by_meaning.silence_ms < by_silence.silence_ms == 500
+    assert abs(by_meaning.ms - by_silence.ms) < 32  # the same end of speech (to a VAD chunk), heard sooner
+    assert semantic.calls == 1
+
+
+def test_an_unfinished_pause_goes_on_and_the_turn_ends_once_at_the_end():
+    audio = paused(*UNFINISHED, pause_s=0.5, tail_s=3.5)
+    plain = [e.kind for e in feed(TurnDetector(SPEECH_RATE, silence_ms=300), audio)]
+    assert plain == ["started", "stopped", "started", "stopped"]
+    for eagerness in ("low", "auto", "high"):
+        detector = TurnDetector(SPEECH_RATE, semantic=True, eagerness=eagerness)
+        events = feed(detector, audio)
+        assert [e.kind for e in events] == ["started", "stopped"], eagerness
+        assert detector.calls >= 2  # asked at the pause inside and at the end
+        end = events[-1]
+        assert (end.probability or 0) >= 0.5 or end.silence_ms >= detector.max_silence_ms
+
+
+def test_the_ceiling_ends_a_turn_the_model_never_calls_finished():
+    """Smart Turn is asked again as the silence grows; low eagerness waits for certainty it
+    never reaches here, and ends the turn at its ceiling. High eagerness ends it sooner."""
+    audio = spoken("So I was thinking that maybe", tail_s=3.5)
+    ends = {}
+    for eagerness in ("high", "low"):
+        detector = TurnDetector(SPEECH_RATE, semantic=True, eagerness=eagerness)
+        (_, end) = feed(detector, audio)
+        assert end.kind == "stopped"
+        ends[eagerness] = (end, detector)
+    end, detector = ends["low"]
+    assert end.probability is None and end.silence_ms >= detector.max_silence_ms and detector.calls > 2
+    assert ends["high"][0].silence_ms < end.silence_ms
+
+
+def test_semantic_mode_leaves_starts_alone_and_rejects_an_unknown_eagerness():
+    audio = spoken(QUESTION)
+    starts = [[e for e in feed(TurnDetector(SPEECH_RATE, semantic=s), audio) if e.kind == "started"] for s in (False, True)]
+    assert starts[0] == starts[1] and len(starts[0]) == 1
+    with pytest.raises(ValueError, match="eagerness"):
+        TurnDetector(SPEECH_RATE, semantic=True, eagerness="eager")
+
+
+def _at_16k(samples: np.ndarray) -> np.ndarray:
+    from omnicli.audio.pcm import resample
+
+    return resample(samples, SPEECH_RATE, smart_turn.RATE)
