@@ -2,13 +2,15 @@
 
 The config file is TOML at $OMNI_CONFIG or ~/.config/omni/config.toml, e.g.::
 
-    server = "http://127.0.0.1:8091"
+    server = "http://127.0.0.1:8091"     # or several: ["http://gpu1:8091", "http://gpu2:8091"]
     api_key = "..."
     timeout = 120
+    llm = "smollm2"
 """
 
 import os
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -40,16 +42,28 @@ class Connection:
     """A server to talk to; `server is None` means the in-process engine."""
 
     server: str | None
+    """The first (or only) server."""
     api_key: str | None
     timeout: float = DEFAULT_TIMEOUT
     """Seconds to wait for an answer once connected (connecting: CONNECT_TIMEOUT)."""
+    servers: tuple[str, ...] = ()
+    """Every server given, `server` first (replicas a command spreads its requests over)."""
+
+    def __post_init__(self) -> None:
+        if not self.servers and self.server:
+            object.__setattr__(self, "servers", (self.server,))
 
 
-def resolve_connection(server: str | None, api_key: str | None, timeout: float | None = None) -> Connection:
+def resolve_connection(server: str | Sequence[str] | None, api_key: str | None, timeout: float | None = None) -> Connection:
+    """`server`: one URL, a comma list, or several of either (`--server` repeated)."""
     settings = _file_settings()
+    flag = ",".join(server) if server is not None and not isinstance(server, str) else server
+    file_server = settings.get("server")
+    if isinstance(file_server, list):
+        file_server = ",".join(str(url) for url in file_server)
     url, url_from = _first(
-        (server, "--server"), (os.environ.get("OMNI_SERVER"), "OMNI_SERVER"),
-        (os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL"), (settings.get("server"), f"server in {config_path()}"),
+        (flag, "--server"), (os.environ.get("OMNI_SERVER"), "OMNI_SERVER"),
+        (os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL"), (file_server, f"server in {config_path()}"),
     )
     key, _ = _first(
         (api_key, "--api-key"), (os.environ.get("OMNI_API_KEY"), "OMNI_API_KEY"),
@@ -59,11 +73,29 @@ def resolve_connection(server: str | None, api_key: str | None, timeout: float |
         (timeout, "--timeout"), (os.environ.get("OMNI_TIMEOUT"), "OMNI_TIMEOUT"),
         (settings.get("timeout"), f"timeout in {config_path()}"), (DEFAULT_TIMEOUT, "the default"),
     )
+    servers = _server_list(str(url), url_from) if url else ()
     return Connection(
-        server=_base_url(_check_url(str(url), url_from)) if url else None,
+        server=servers[0] if servers else None,
         api_key=str(key) if key else None,
         timeout=_seconds(seconds, timeout_from),
+        servers=servers,
     )
+
+
+def _server_list(value: str, source: str) -> tuple[str, ...]:
+    """Every URL of a comma list, checked, in order, each once; OPENAI_BASE_URL names one."""
+    pieces = [value] if source == "OPENAI_BASE_URL" else [p.strip() for p in value.split(",") if p.strip()]
+    if not pieces:
+        raise UsageError(f"{source}: no server URL in {value!r}")
+    urls = [_base_url(_check_url(piece, source)) for piece in pieces]
+    return tuple(dict.fromkeys(urls))
+
+
+def thinker_setting() -> str | None:
+    """The in-process thinker named outside the command line (`OMNI_LLM`, then `llm` in the config
+    file), or None for the catalogue's default; `--llm` is applied before this is asked."""
+    name, _ = _first((os.environ.get("OMNI_LLM"), "OMNI_LLM"), (_file_settings().get("llm"), "llm"))
+    return str(name) if name is not None else None
 
 
 def server_url(value: str, source: str) -> str:

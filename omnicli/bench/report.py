@@ -1,7 +1,10 @@
 """`--report report.html`: one self-contained page (inline SVG, no scripts, no network) with the
-summary, a WER histogram, a latency chart and the worst utterances."""
+summary (a column per level of a sweep), the per-server figures, and for each run a WER
+histogram, a latency chart and the worst utterances."""
 
 import html
+
+from omnicli.bench.tables import SERVER_COLUMNS, level_name, server_rows, summary_rows
 
 _BINS = [0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0001]
 _CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:980px;color:#222}
@@ -52,33 +55,43 @@ def latency_chart(records: list[dict]) -> str:
     return _bars(labels, counts, "#3a9a6a")
 
 
-def render(summary: dict, records: list[dict], *, title: str, worst: int = 15) -> str:
-    failures = summary["failures"]
-    rows = [
-        ("utterances", summary["utterances"]), ("scored", summary["scored"]),
-        ("WER, mean of utterances", _fmt(summary["wer_mean"], percent=True)),
-        ("WER, corpus", _fmt(summary["wer_corpus"], percent=True)),
-        ("WER, median / p90", f"{_fmt(summary['wer_median'], percent=True)} / {_fmt(summary['wer_p90'], percent=True)}"),
-        ("failed requests / no audio / ASR failed", f"{failures['request_failed']} / {failures['no_audio']} / {failures['asr_failed']}"),
-        ("time to first audio p50 / p90, s", f"{_fmt(summary['ttfa_p50'])} / {_fmt(summary['ttfa_p90'])}"),
-        ("RTF, mean", _fmt(summary["rtf_mean"])),
-        ("audio, s", _fmt(summary["audio_seconds"], 1)),
-    ]
+def render(runs: list[tuple[dict, list[dict]]], *, title: str, worst: int = 15) -> str:
+    """The page for one run, or for a sweep: its figures side by side, then each run's charts."""
+    summaries = [summary for summary, _ in runs]
+    sweep = len(runs) > 1
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>{html.escape(title)}</h1>"]
+    out.append(_table(["", *map(level_name, summaries)] if sweep else None, summary_rows(summaries)))
+    for summary in summaries:
+        if servers := server_rows(summary):
+            out.append(f"<h2>Servers{f' at {level_name(summary)}' if sweep else ''}</h2>" + _table(SERVER_COLUMNS, servers))
+    for summary, records in runs:
+        level = f" at {level_name(summary)}" if sweep else ""
+        out.append(_details(records, level, worst))
+    out.append("</body></html>\n")
+    return "".join(out)
+
+
+def _table(header: list[str] | None, rows: list[list[str]]) -> str:
+    cells = [] if header is None else ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    for row in rows:
+        name, *values = row
+        cells.append(f"<tr><th>{html.escape(name)}</th>" + "".join(f"<td class='num'>{html.escape(v)}</td>" for v in values) + "</tr>")
+    return "<table>" + "".join(cells) + "</table>"
+
+
+def _details(records: list[dict], level: str, worst: int) -> str:
     scored = sorted((r for r in records if r.get("status") == "ok"), key=lambda r: -r["wer"])[:worst]
     failed = [r for r in records if r.get("status") != "ok"]
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>{html.escape(title)}</h1><table>"]
-    out += [f"<tr><th>{html.escape(k)}</th><td class='num'>{html.escape(str(v))}</td></tr>" for k, v in rows]
-    out.append("</table><h2>WER per utterance</h2>" + wer_histogram(records))
-    out.append("<h2>Time to first audio</h2>" + latency_chart(records))
-    out.append(f"<h2>Worst {len(scored)} utterances</h2><table><tr><th>utt</th><th>WER</th><th>reference</th><th>hypothesis</th></tr>")
+    out = [f"<h2>WER per utterance{level}</h2>" + wer_histogram(records),
+           f"<h2>Time to first audio{level}</h2>" + latency_chart(records),
+           f"<h2>Worst {len(scored)} utterances{level}</h2><table><tr><th>utt</th><th>WER</th><th>reference</th><th>hypothesis</th></tr>"]
     for r in scored:
         out.append(f"<tr><td>{html.escape(r['utt'])}</td><td class='num'>{_fmt(r['wer'], percent=True)}</td>"
                    f"<td>{html.escape(r['reference'])}</td><td>{html.escape(r.get('hypothesis', ''))}</td></tr>")
     out.append("</table>")
     if failed:
-        out.append("<h2>Failures</h2><table><tr><th>utt</th><th>kind</th><th>why</th></tr>")
+        out.append(f"<h2>Failures{level}</h2><table><tr><th>utt</th><th>kind</th><th>why</th></tr>")
         out += [f"<tr><td>{html.escape(r['utt'])}</td><td class='bad'>{r['status']}</td><td>{html.escape(r.get('error', ''))}</td></tr>" for r in failed]
         out.append("</table>")
-    out.append("</body></html>\n")
     return "".join(out)

@@ -1,12 +1,15 @@
-"""The benchmark pipeline: synthesis (N requests in flight) feeding ASR and scoring.
+"""The benchmark pipeline: synthesis requests (closed loop: N in flight; or open loop: Poisson
+arrivals at R a second, at most N in flight) feeding ASR and scoring.
 
 Synthesis of the next utterances overlaps transcription of the finished ones, so a run takes
 about as long as its slower half. Every utterance ends as exactly one record, scored or failed.
+Clips wait for the judge in memory, at most BACKLOG of them: past that, new requests wait.
 """
 
 import asyncio
 import base64
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,11 +21,15 @@ import numpy as np
 from omnicli.audio.atomic import atomic_write
 from omnicli.audio.formats import AudioFormat, decode, encode
 from omnicli.bench.dataset import Item
+from omnicli.bench.playback import underruns
 from omnicli.bench.scoring import language_of, score
 from omnicli.engine.base import SPEECH_RATE, SpeechRequest, Transcript
 from omnicli.errors import OmniError
 
 log = logging.getLogger("omni")
+
+BACKLOG = 256
+"""Clips synthesized and not yet judged, at most (a 5 s clip is ~0.5 MB)."""
 
 
 class Judge(Protocol):
@@ -37,7 +44,12 @@ class Judge(Protocol):
 
 @dataclass(frozen=True)
 class BenchOptions:
-    concurrency: int = 1
+    concurrency: int | None = 1
+    """Requests in flight at most; None: no limit (with `rate`)."""
+    rate: float | None = None
+    """Open loop: requests start at Poisson arrivals, this many a second on average."""
+    seed: int = 0
+    """Seeds the arrival times, so a run can be repeated."""
     clone: bool = False
     voice: str | None = None
     model: str | None = None
@@ -55,35 +67,70 @@ class Synthesized:
     record: dict
 
 
-async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptions, on_record: Callable[[dict], None]) -> None:
-    """Synthesize (or load) and score every item; `on_record` gets each record as it is made."""
-    todo: asyncio.Queue = asyncio.Queue()
-    for item in items:
-        todo.put_nowait(item)
-    ready: asyncio.Queue = asyncio.Queue(max(1, options.concurrency))
+def arrival_times(count: int, rate: float | None, seed: int) -> list[float]:
+    """When each request starts, in seconds from the first: all at once without a rate (the
+    concurrency limit paces them), else a Poisson process (exponential gaps, mean 1/rate)."""
+    if rate is None:
+        return [0.0] * count
+    draw = random.Random(seed)
+    times, now = [], 0.0
+    for _ in range(count):
+        times.append(now)
+        now += draw.expovariate(rate)
+    return times
 
-    async def synthesizer() -> None:
-        while True:
-            try:
-                item = todo.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            await ready.put(await _produce(item, engine, options))
+
+async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptions,
+                    on_record: Callable[[dict], None]) -> float:
+    """Synthesize (or load) and score every item; `on_record` gets each record as it is made.
+    The seconds from the first request to the last answer (the benchmark's duration)."""
+    loop = asyncio.get_running_loop()
+    slots = asyncio.Semaphore(options.concurrency) if options.concurrency else None
+    backlog = asyncio.Semaphore(BACKLOG)
+    ready: asyncio.Queue = asyncio.Queue()
+    started = loop.time()
+    finished = started
+
+    async def produce(item: Item) -> None:
+        nonlocal finished
+        try:
+            job = await _produce(item, engine, options)
+        finally:
+            if slots is not None:
+                slots.release()
+        finished = max(finished, loop.time())
+        ready.put_nowait(job)
+
+    async def dispatch() -> None:
+        tasks = []
+        try:
+            for item, at in zip(items, arrival_times(len(items), options.rate, options.seed), strict=True):
+                await asyncio.sleep(max(0.0, started + at - loop.time()))
+                await backlog.acquire()
+                if slots is not None:
+                    await slots.acquire()
+                tasks.append(asyncio.create_task(produce(item)))
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        ready.put_nowait(None)
 
     async def scorer() -> None:
         while (job := await ready.get()) is not None:
             on_record(await _score(job, judge, options))
+            backlog.release()
 
-    producers = [asyncio.create_task(synthesizer()) for _ in range(max(1, options.concurrency))]
+    dispatcher = asyncio.create_task(dispatch())
     consumer = asyncio.create_task(scorer())
     try:
-        await asyncio.gather(*producers)
-        await ready.put(None)
-        await consumer
+        await asyncio.gather(dispatcher, consumer)
     finally:
-        for task in (*producers, consumer):
+        for task in (dispatcher, consumer):
             task.cancel()
-        await asyncio.gather(*producers, consumer, return_exceptions=True)
+        await asyncio.gather(dispatcher, consumer, return_exceptions=True)
+    return finished - started
 
 
 def _base_record(item: Item) -> dict:
@@ -113,20 +160,23 @@ async def _produce(item: Item, engine, options: BenchOptions) -> Synthesized:
             ref_audio="data:audio/wav;base64," + base64.b64encode(data).decode(), ref_text=item.prompt_text,
         )
     start = time.perf_counter()
-    first = None
+    packets: list[tuple[float, float]] = []
     parts = []
     try:
         async for chunk in engine.speech(request):
-            first = first if first is not None else time.perf_counter() - start
-            parts.append(chunk.samples)
+            if len(chunk.samples):
+                packets.append((time.perf_counter() - start, len(chunk.samples) / chunk.rate))
+                parts.append(chunk.samples)
     except OmniError as exc:
         record.update(status="request_failed", error=str(exc))
         return Synthesized(item, None, 0, record)
     generation = time.perf_counter() - start
     samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
     seconds = len(samples) / SPEECH_RATE
-    record.update(ttfa=first, generation_seconds=generation, audio_seconds=seconds,
-                  rtf=generation / seconds if seconds else None)
+    gaps = underruns(packets)
+    record.update(ttfa=packets[0][0] if packets else None, generation_seconds=generation, audio_seconds=seconds,
+                  rtf=generation / seconds if seconds else None, packets=len(packets),
+                  underruns=gaps.count, underrun_seconds=gaps.seconds)
     if options.keep_audio_dir is not None and len(samples):
         atomic_write(options.keep_audio_dir / f"{item.utt}.wav", encode(samples, SPEECH_RATE, AudioFormat.WAV))
     return Synthesized(item, samples, SPEECH_RATE, record)

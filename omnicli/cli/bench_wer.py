@@ -1,12 +1,17 @@
 """`omni bench-wer`: Seed-TTS-eval style intelligibility and latency benchmark.
 
+One run per load level: `--concurrency 1,4,8` sweeps (each level in its own folder of --out,
+the figures side by side), `--rate R` starts requests at Poisson arrivals. Against several
+servers, requests spread over them and the summary has each server's figures.
+
 Exit codes: 0 done, 1 errors (bad run, every utterance failed), 2 usage, 3 mean WER over --max-wer.
 """
 
 import json
 import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,6 +28,40 @@ from omnicli.cli.options import (
 from omnicli.errors import OmniError, UsageError
 
 WER_GATE_EXIT = 3
+MAX_CONCURRENCY = 256
+
+
+@dataclass(frozen=True)
+class Level:
+    """The load of one run: requests in flight at most (None: no limit), arrivals a second."""
+
+    concurrency: int | None
+    rate: float | None
+
+    @property
+    def name(self) -> str:
+        from omnicli.bench.tables import level_name
+
+        return level_name({"max_concurrency": self.concurrency, "request_rate": self.rate})
+
+    @property
+    def folder(self) -> str:
+        """Its folder in --out when several levels run: c4, r2, c4-r2."""
+        parts = ([f"c{self.concurrency}"] if self.concurrency else []) + ([f"r{self.rate:g}"] if self.rate else [])
+        return "-".join(parts)
+
+
+@dataclass
+class Plan:
+    """One level's run: its journal, what is left to do, and what it measured."""
+
+    level: Level
+    journal: Any
+    todo: list
+    keep_dir: Path | None
+    duration: float | None = None
+    servers: dict | None = None
+    records: list[dict] = field(default_factory=list)
 
 
 def bench_wer(
@@ -30,23 +69,28 @@ def bench_wer(
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="A Seed-TTS-eval meta.lst, or a text file with one sentence a line.")],
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use the first N utterances.", show_default=False)] = None,
     shuffle: Annotated[bool, typer.Option("--shuffle", help="Shuffle before --limit.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Shuffle seed.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --shuffle and of --rate's arrival times.")] = 0,
     clone: Annotated[
         bool | None, typer.Option("--clone/--no-clone", help="Send prompt wavs as reference voices (default: when the list has them and the target can).", show_default=False)
     ] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, max=64, help="Synthesis requests in flight.")] = 1,
+    concurrency: Annotated[
+        str | None, typer.Option("--concurrency", "-c", help="Synthesis requests in flight (default 1; with --rate, no limit). A comma list (1,4,8,16) runs once per level, side by side.", show_default=False)
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="Open loop: start requests at Poisson arrivals, R a second on average (--seed fixes them); -c caps those in flight.", show_default=False)
+    ] = None,
     audio_dir: Annotated[str | None, typer.Option("--audio-dir", help="Score existing <utt>.wav files instead of synthesizing.", show_default=False)] = None,
     asr_model: AsrModelOption = None,
     asr_server: AsrServerOption = None,
     asr_device: Annotated[str, typer.Option("--asr-device", help="cpu or cuda.")] = "cpu",
     language: Annotated[str | None, typer.Option("--language", help="en or zh; default: per utterance from its text.", show_default=False)] = None,
     normalizer: Annotated[str, typer.Option("--normalizer", help="seed-tts (the protocol) or whisper (Whisper's English normaliser).")] = "seed-tts",
-    out: Annotated[str | None, typer.Option("--out", "-o", help="Directory for items.jsonl and summary.json.", show_default=False)] = None,
+    out: Annotated[str | None, typer.Option("--out", "-o", help="Directory for items.jsonl and summary.json (a folder per level of a sweep).", show_default=False)] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Skip utterances already in --out's items.jsonl.")] = False,
     keep_audio: Annotated[bool, typer.Option("--keep-audio", help="Keep the synthesized audio in --out.")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
     report: Annotated[str | None, typer.Option("--report", help="Write a self-contained HTML report here.", show_default=False)] = None,
-    max_wer: Annotated[float | None, typer.Option("--max-wer", min=0.0, help="Exit 3 when the mean WER (a fraction, 0.05 = 5 %) is above this.", show_default=False)] = None,
+    max_wer: Annotated[float | None, typer.Option("--max-wer", min=0.0, help="Exit 3 when the mean WER (a fraction, 0.05 = 5 %) is above this (in any level).", show_default=False)] = None,
     voice: VoiceOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
@@ -59,7 +103,6 @@ def bench_wer(
     from omnicli.bench.dataset import load_dataset
     from omnicli.bench.journal import Journal
     from omnicli.bench.runner import BenchOptions
-    from omnicli.bench.scoring import summarize
     from omnicli.cli.engines import engines
     from omnicli.cli.files import check_writable, make_folder
     from omnicli.config import resolve_connection
@@ -72,6 +115,9 @@ def bench_wer(
         raise UsageError("--resume and --keep-audio need --out DIR")
     if audio_dir and not Path(audio_dir).is_dir():
         raise UsageError(f"--audio-dir {audio_dir} is not a directory")
+    levels = _levels(concurrency, rate)
+    if audio_dir and (rate is not None or len(levels) > 1):
+        raise UsageError("--rate and a --concurrency list measure synthesis; --audio-dir only scores existing files")
     if report:
         check_writable(report, "--report")
     data = load_dataset(dataset, limit=limit, shuffle=shuffle, seed=seed)
@@ -90,47 +136,68 @@ def bench_wer(
                 note(f"omni: warning: {dataset}: line {item.line}: prompt wav {item.prompt_wav} is missing")
 
     out_dir = make_folder(out, "--out") if out else None
-    journal = Journal(out_dir, resume=resume)
-    done = journal.done
-    todo = [item for item in data.items if item.utt not in done]
-    if resume and done:
-        note(f"omni: resuming: {len(done)} utterances already scored, {len(todo)} to go")
-    keep_dir = None
-    if keep_audio and out_dir is not None:
-        keep_dir = make_folder(str(out_dir / "audio"), "--keep-audio")
-    options = BenchOptions(
-        concurrency=concurrency, clone=wants_clone, voice=voice, model=model, language=language,
-        normalizer=normalizer, audio_dir=Path(audio_dir) if audio_dir else None, keep_audio_dir=keep_dir,
-    )
-    judge = factory.judge(asr_model, asr_device, _judge_connection(asr_server, connection))
+    sweep = len(levels) > 1
+    plans: list[Plan] = []
     try:
-        asyncio.run(_run(todo, factory, connection, judge, options, journal, audio_dir is not None))
+        for level in levels:
+            folder = make_folder(str(out_dir / level.folder), "--out") if sweep and out_dir is not None else out_dir
+            journal = Journal(folder, resume=resume)
+            plans.append(Plan(level, journal, [i for i in data.items if i.utt not in journal.done],
+                              make_folder(str(folder / "audio"), "--keep-audio") if keep_audio and folder else None))
+            if resume and journal.done:
+                where = f" at {level.name}" if sweep else ""
+                note(f"omni: resuming{where}: {len(journal.done)} utterances already scored, {len(plans[-1].todo)} to go")
+        options = BenchOptions(
+            clone=wants_clone, voice=voice, model=model, language=language, normalizer=normalizer, seed=seed,
+            audio_dir=Path(audio_dir) if audio_dir else None,
+        )
+        judge = factory.judge(asr_model, asr_device, _judge_connection(asr_server, connection))
+        asyncio.run(_run(plans, factory, connection, judge, options, audio_dir is not None))
     finally:
-        journal.close()
+        for plan in plans:
+            plan.journal.close()
 
-    records = [r for r in journal.records if r["utt"] in {i.utt for i in data.items}]
-    summary = summarize(records)
-    summary["malformed_lines"] = len(data.malformed)
-    summary["dataset"] = str(dataset)
-    summary["target"] = "audio-dir" if audio_dir else (connection.server or "embedded")
-    if out_dir is not None:
-        from omnicli.audio.atomic import atomic_write
-
-        atomic_write(out_dir / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
-    if report:
-        from omnicli.audio.atomic import atomic_write
-        from omnicli.bench.report import render
-
-        atomic_write(report, render(summary, records, title=f"omni bench-wer: {Path(dataset).name}").encode())
+    target = "audio-dir" if audio_dir else (",".join(connection.servers) or "embedded")
+    runs = [(_summary(plan, data, dataset, target), _records(plan, data)) for plan in plans]
+    summaries = [summary for summary, _ in runs]
+    _write(plans, runs, out_dir, sweep, report, dataset, target)
     if json_output:
-        print(json.dumps(summary))
+        print(json.dumps(summaries[0] if not sweep else {"dataset": str(dataset), "target": target, "runs": summaries}))
     else:
-        _print_table(summary)
-    if summary["scored"] == 0:
+        from omnicli.bench.tables import print_tables
+
+        print_tables(summaries, sys.stdout)
+    if any(s["scored"] == 0 for s in summaries):
         raise OmniError("no utterance could be scored (see the failures above)")
-    if max_wer is not None and summary["wer_mean"] is not None and summary["wer_mean"] > max_wer:
-        note(f"omni: mean WER {summary['wer_mean']:.4f} is above --max-wer {max_wer}")
-        raise typer.Exit(WER_GATE_EXIT)
+    if max_wer is not None:
+        from omnicli.bench.tables import level_name
+
+        above = [s for s in summaries if s["wer_mean"] is not None and s["wer_mean"] > max_wer]
+        for s in above:
+            where = f" at {level_name(s)}" if sweep else ""
+            note(f"omni: mean WER {s['wer_mean']:.4f}{where} is above --max-wer {max_wer}")
+        if above:
+            raise typer.Exit(WER_GATE_EXIT)
+
+
+def _levels(concurrency: str | None, rate: float | None) -> list[Level]:
+    """The runs asked for: one per --concurrency value, each at --rate (if any)."""
+    if rate is not None and not rate > 0:
+        raise UsageError(f"--rate must be above 0 requests a second, got {rate:g}")
+    if concurrency is None:
+        return [Level(None if rate is not None else 1, rate)]
+    values = []
+    for piece in concurrency.split(","):
+        try:
+            value = int(piece.strip())
+        except ValueError:
+            value = 0
+        if not 1 <= value <= MAX_CONCURRENCY:
+            raise UsageError(f"--concurrency takes whole numbers from 1 to {MAX_CONCURRENCY}, separated by commas; got {concurrency!r}")
+        if value in values:
+            raise UsageError(f"--concurrency names {value} twice")
+        values.append(value)
+    return [Level(value, rate) for value in values]
 
 
 def _judge_connection(asr_server: str | None, connection):
@@ -142,49 +209,83 @@ def _judge_connection(asr_server: str | None, connection):
     return Connection(server_url(asr_server, "--asr-server"), connection.api_key, connection.timeout)
 
 
-async def _run(todo, factory, connection, judge, options, journal, scoring_only: bool) -> None:
-    from omnicli.bench.progress import BenchProgress
-    from omnicli.bench.runner import run_bench
+async def _run(plans: list[Plan], factory, connection, judge, options, scoring_only: bool) -> None:
+    """Every level in turn, on one engine (and one pool of servers, checked once)."""
     from omnicli.cli.engines import EngineChoice
 
-    engine = None
+    engine = pool = None
     try:
         await judge.preload()
         if not scoring_only:
-            engine = factory.engine(EngineChoice(connection, speech_stream="audio"))
+            if connection.server:
+                engine = pool = factory.pool(connection, stream="audio")
+            else:
+                engine = factory.engine(EngineChoice(connection, speech_stream="audio"))
             await engine.check()
-        with BenchProgress(len(todo)) as progress:
-            def record(entry: dict) -> None:
-                journal.append(entry)
-                progress.update(entry)
-                if entry["status"] != "ok":
-                    note(f"omni: {entry['utt']} (line {entry['line']}): {entry['status']}: {entry.get('error', '')}")
-
-            await run_bench(todo, engine, judge, options, record)
+        for plan in plans:
+            await _run_level(plan, engine, judge, replace(options, concurrency=plan.level.concurrency,
+                                                           rate=plan.level.rate, keep_audio_dir=plan.keep_dir))
+            if scoring_only or not plan.todo:
+                plan.duration = None  # nothing was synthesized: no serving figures
+            elif pool is not None:
+                plan.servers = pool.take_figures()
     finally:
         if engine is not None:
             await engine.aclose()
         await factory.release(judge)
 
 
-def _print_table(summary: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
+async def _run_level(plan: Plan, engine, judge, options) -> None:
+    from omnicli.bench.progress import BenchProgress
+    from omnicli.bench.runner import run_bench
 
-    pct = lambda v: "–" if v is None else f"{v * 100:.2f} %"  # noqa: E731
-    sec = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
-    table = Table(title="bench-wer", show_header=False)
-    failures = summary["failures"]
-    for name, value in [
-        ("utterances scored", f"{summary['scored']} of {summary['utterances']}"),
-        ("WER (mean of utterances)", pct(summary["wer_mean"])),
-        ("WER (corpus)", pct(summary["wer_corpus"])),
-        ("WER median / p90", f"{pct(summary['wer_median'])} / {pct(summary['wer_p90'])}"),
-        ("failed: request / no audio / ASR", f"{failures['request_failed']} / {failures['no_audio']} / {failures['asr_failed']}"),
-        ("malformed lines skipped", str(summary["malformed_lines"])),
-        ("first audio p50 / p90 (s)", f"{sec(summary['ttfa_p50'])} / {sec(summary['ttfa_p90'])}"),
-        ("RTF (mean)", sec(summary["rtf_mean"])),
-        ("audio (s)", f"{summary['audio_seconds']:.1f}"),
-    ]:
-        table.add_row(name, value)
-    Console(file=sys.stdout).print(table)
+    with BenchProgress(len(plan.todo)) as progress:
+        def record(entry: dict) -> None:
+            plan.journal.append(entry)
+            plan.records.append(entry)
+            progress.update(entry)
+            if entry["status"] != "ok":
+                note(f"omni: {entry['utt']} (line {entry['line']}): {entry['status']}: {entry.get('error', '')}")
+
+        plan.duration = await run_bench(plan.todo, engine, judge, options, record)
+
+
+def _records(plan: Plan, data) -> list[dict]:
+    """The level's records for this dataset: earlier runs' (resumed) and this one's."""
+    utts = {item.utt for item in data.items}
+    return [r for r in plan.journal.records if r["utt"] in utts]
+
+
+def _summary(plan: Plan, data, dataset: str, target: str) -> dict:
+    from omnicli.bench.scoring import summarize
+    from omnicli.bench.serving import serving_figures
+
+    summary = summarize(_records(plan, data))
+    summary["malformed_lines"] = len(data.malformed)
+    summary["dataset"] = str(dataset)
+    summary["target"] = target
+    if plan.duration is not None:
+        summary |= serving_figures(plan.records, plan.duration, concurrency=plan.level.concurrency, rate=plan.level.rate)
+    else:
+        summary |= {"max_concurrency": plan.level.concurrency, "request_rate": plan.level.rate}
+    if plan.servers is not None:
+        summary["servers"] = plan.servers
+    return summary
+
+
+def _write(plans: list[Plan], runs: list[tuple[dict, list[dict]]], out_dir: Path | None, sweep: bool,
+           report: str | None, dataset: str, target: str) -> None:
+    """summary.json (per level, and the sweep's in --out) and the HTML report."""
+    from omnicli.audio.atomic import atomic_write
+
+    if out_dir is not None:
+        for plan, (summary, _) in zip(plans, runs, strict=True):
+            folder = out_dir / plan.level.folder if sweep else out_dir
+            atomic_write(folder / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+        if sweep:
+            whole = {"dataset": str(dataset), "target": target, "runs": [summary for summary, _ in runs]}
+            atomic_write(out_dir / "summary.json", (json.dumps(whole, indent=2) + "\n").encode())
+    if report:
+        from omnicli.bench.report import render
+
+        atomic_write(report, render(runs, title=f"omni bench-wer: {Path(dataset).name}").encode())

@@ -18,6 +18,7 @@ from omnicli.errors import UsageError
 
 if TYPE_CHECKING:
     from omnicli.bench.runner import Judge
+    from omnicli.client.pool import ServerPool
     from omnicli.client.remote import RemoteEngine
     from omnicli.engine.stages import Stages
 
@@ -82,8 +83,9 @@ class Engines:
             if choice.stages:
                 raise UsageError("--server hands the whole answer to one server; --asr-server, --llm-server and "
                                  "--tts-server place stages of the in-process engine: use one or the other")
-            server = self.remote(connection, connection.server, model=choice.model, stream=choice.speech_stream,
-                                 chat_stream=choice.chat_stream)
+            options = {"model": choice.model, "stream": choice.speech_stream, "chat_stream": choice.chat_stream}
+            server: RemoteEngine | ServerPool = (self.remote(connection, connection.server, **options)
+                                                 if len(connection.servers) == 1 else self.pool(connection, **options))
             if choice.local_stages is None:
                 return server
             return self._around(server, choice)
@@ -105,6 +107,14 @@ class Engines:
 
         return RemoteEngine(url, connection.api_key, timeout=connection.timeout, transport=self.http, **options)
 
+    def pool(self, connection: Connection, **options) -> "ServerPool":
+        """Clients for every server of `connection`, as one engine that spreads requests over
+        them; skipped servers are one warning line each on stderr."""
+        from omnicli.cli.console import note
+        from omnicli.client.pool import ServerPool
+
+        return ServerPool([self.remote(connection, url, **options) for url in connection.servers], say=note)
+
     def _staged(self, choice: EngineChoice) -> Engine:
         from omnicli.client.stages import HybridEngine, RemoteASR, RemoteStage, RemoteTalker, RemoteThinker
 
@@ -125,15 +135,19 @@ class Engines:
             remote.append(talker)
         return HybridEngine(stages, remote)
 
-    def _around(self, server: "RemoteEngine", choice: EngineChoice) -> Engine:
-        import functools
-
+    def _around(self, server: "RemoteEngine | ServerPool", choice: EngineChoice) -> Engine:
         from omnicli.cli.console import note
+        from omnicli.client.pool import ServerPool
         from omnicli.client.stages import ServerAsThinker, has_audio_routes
 
         connection = choice.connection
-        probe = functools.partial(has_audio_routes, server.base_url, connection.api_key,
-                                  timeout=connection.timeout, transport=self.http)
+
+        async def probe() -> bool | None:
+            if isinstance(server, ServerPool):
+                await server.check()  # replicas alike: the first one up is asked
+            return await has_audio_routes(server.base_url, connection.api_key, timeout=connection.timeout,
+                                          transport=self.http)
+
         return ServerAsThinker(server, lambda: self.local_stages(choice), probe=probe,
                                allowed=bool(choice.local_stages), say=note)
 
@@ -143,9 +157,16 @@ class Engines:
             if choice.stages:
                 raise UsageError("--server talks to a whole realtime server; --asr-server, --llm-server and "
                                  "--tts-server place stages of the in-process session: use one or the other")
+            connection = choice.connection
+            if len(connection.servers) > 1:  # a session stays where it starts: on the first server up
+                from omnicli.cli.console import note
+                from omnicli.client.one_server import FirstServerTransport
+
+                servers = [self.remote(connection, url) for url in connection.servers]
+                return FirstServerTransport(servers, connection.api_key, model, say=note)
             from omnicli.realtime.transport import WebSocketTransport
 
-            return WebSocketTransport(choice.connection.server, choice.connection.api_key, model)
+            return WebSocketTransport(connection.servers[0], connection.api_key, model)
         from omnicli.realtime.transport import LocalTransport
 
         return LocalTransport(self.engine(choice))

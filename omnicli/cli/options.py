@@ -5,10 +5,12 @@ from typing import Annotated
 import typer
 
 ServerOption = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--server",
+        metavar="<url>",
         help="URL of an OpenAI-compatible server (omni serve, vLLM-Omni, OpenAI); "
+        "repeat it or give a comma list to spread requests over replicas; "
         "default: the in-process engine. Env: OMNI_SERVER.",
         show_default=False,
     ),
@@ -27,7 +29,7 @@ ModelOption = Annotated[
 ]
 LlmOption = Annotated[
     str | None,
-    typer.Option("--llm", help="In-process thinker: smollm2 (default), qwen-0.5b, qwen-1.5b, or a GGUF file.", show_default=False),
+    typer.Option("--llm", help="In-process thinker: qwen-1.5b (default; OMNI_LLM), qwen-0.5b, smollm2 (smallest, fastest), or a GGUF file.", show_default=False),
 ]
 AsrModelOption = Annotated[
     str | None,

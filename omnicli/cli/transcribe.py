@@ -63,7 +63,7 @@ def transcribe(
     folder = make_folder(output_dir, "--output-dir") if output_dir else None
 
     engine = engines(ctx).engine(EngineChoice(connection, asr_model=asr_model, model=model))
-    transcripts = asyncio.run(_transcribe_all(engine, clips, language, words))
+    transcripts = asyncio.run(_transcribe_all(engine, clips, language, words, at_once=max(1, len(connection.servers))))
     if words and not any(t.words for t in transcripts):
         note("omni: the recogniser gave no word timestamps; writing segments only")
     many = len(files) > 1
@@ -78,11 +78,26 @@ def transcribe(
             sys.stdout.flush()
 
 
-async def _transcribe_all(engine, clips, language, words) -> list:
+async def _transcribe_all(engine, clips, language, words, *, at_once: int = 1) -> list:
+    """Every clip's transcript, in order; `at_once` clips are heard together (one per server
+    when there are several), and the first failure ends it all."""
+    import asyncio
+
+    slots = asyncio.Semaphore(at_once)
+
+    async def hear(samples, rate):
+        async with slots:
+            return await engine.transcribe(samples, rate, language=language, words=words)
+
+    tasks: list = []
     try:
         await engine.check()
-        return [await engine.transcribe(samples, rate, language=language, words=words) for samples, rate in clips]
+        tasks = [asyncio.create_task(hear(samples, rate)) for samples, rate in clips]
+        return list(await asyncio.gather(*tasks))
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await engine.aclose()
 
 

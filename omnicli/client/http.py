@@ -39,6 +39,15 @@ class EmptyStream(ServerError):
     request asked again without streaming gets it."""
 
 
+class ServerDown(ServerError):
+    """The server could not be reached, broke off the connection (`status` None), or failed
+    with HTTP 5xx (`status`): the request may go to another server of a pool."""
+
+    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
 STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 """How a kept-alive connection the server has closed fails when it is reused."""
 
@@ -87,13 +96,13 @@ async def translated_errors(url: str) -> AsyncIterator[None]:
     try:
         yield
     except httpx.ConnectError as exc:
-        raise ServerError(f"cannot reach the server at {url}: {_reason(exc)}") from exc
+        raise ServerDown(f"cannot reach the server at {url}: {_reason(exc)}") from exc
     except httpx.ConnectTimeout as exc:
-        raise ServerError(f"cannot reach the server at {url}: it did not accept the connection in time") from exc
+        raise ServerDown(f"cannot reach the server at {url}: it did not accept the connection in time") from exc
     except httpx.TimeoutException as exc:
         raise ServerError(f"the server at {url} did not answer in time", hint="wait longer with --timeout SECONDS") from exc
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        raise ServerError(f"the connection to {url} broke off: {_reason(exc)}") from exc
+        raise ServerDown(f"the connection to {url} broke off: {_reason(exc)}") from exc
     except httpx.HTTPError as exc:
         raise ServerError(f"request to {url} failed: {_reason(exc)}") from exc
 
@@ -101,9 +110,10 @@ async def translated_errors(url: str) -> AsyncIterator[None]:
 async def raise_for_status(response: httpx.Response) -> None:
     if response.status_code >= 400:
         body = await response.aread()
-        raise ServerError(
-            f"server answered {response.status_code}: {server_message(response.status_code, body)}"
-        )
+        message = f"server answered {response.status_code}: {server_message(response.status_code, body)}"
+        if response.status_code >= 500:
+            raise ServerDown(message, status=response.status_code)
+        raise ServerError(message)
 
 
 def _reason(exc: Exception) -> str:

@@ -193,13 +193,24 @@ class RemoteEngine(Engine):
             await self._probe()
         return self._model
 
-    async def _probe(self) -> None:
+    async def _probe(self) -> httpx.Response:
         response = await fetch(self._client, "GET", "/v1/models")
         if response.status_code in (401, 403):
             await raise_for_status(response)
         if self._model is None and response.status_code == 200:
             self._model = _first_model(response)
         self._probed = True
+        return response
+
+    async def health(self) -> None:
+        """Whether the server is up: `GET /health` where it has one (omni serve, vLLM), else its
+        model list (OpenAI). Unreachable or HTTP 5xx raises ServerDown; a refused key ServerError."""
+        async with translated_errors(self.base_url):
+            response = await fetch(self._client, "GET", "/health")
+            if response.status_code in (404, 405):
+                response = await self._probe()
+            if response.status_code >= 500:
+                await raise_for_status(response)
 
     async def transcribe(
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,

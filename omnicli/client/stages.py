@@ -16,6 +16,7 @@ import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE, AudioChunk
 from omnicli.client.http import translated_errors
+from omnicli.client.pool import ServerPool
 from omnicli.client.remote import RemoteEngine
 from omnicli.engine.base import (
     AudioPart,
@@ -34,6 +35,9 @@ from omnicli.engine.staged import StagedEngine
 from omnicli.engine.stages import Stages
 from omnicli.errors import ContextWindowError, OmniError, UnsupportedError
 
+Server = RemoteEngine | ServerPool
+"""One server, or replicas that share its requests."""
+
 REMOTE_CONTEXT = 32768
 """A server's context window is not advertised by the OpenAI API; its own refusal is the limit."""
 
@@ -41,7 +45,7 @@ REMOTE_CONTEXT = 32768
 class RemoteStage:
     """What every stage on a server shares: a check before use, errors that name the stage."""
 
-    def __init__(self, engine: RemoteEngine, flag: str) -> None:
+    def __init__(self, engine: Server, flag: str) -> None:
         self.engine = engine
         self.flag = flag
 
@@ -90,7 +94,7 @@ class RemoteThinker(RemoteStage):
 
     context = REMOTE_CONTEXT
 
-    def __init__(self, engine: RemoteEngine, flag: str = "--llm-server", model: str | None = None) -> None:
+    def __init__(self, engine: Server, flag: str = "--llm-server", model: str | None = None) -> None:
         super().__init__(engine, flag)
         self.model = model
         self._prompt_tokens: dict[int, int] = {}
@@ -181,7 +185,7 @@ class ServerAsThinker(Engine):
     it has; a server with no audio route (llama.cpp's, a plain LLM server) then only thinks,
     while the local ASR hears the clip and the local talker speaks the answer."""
 
-    def __init__(self, server: RemoteEngine, local: Callable[[], Stages], *, probe: Callable[[], Awaitable[bool | None]],
+    def __init__(self, server: Server, local: Callable[[], Stages], *, probe: Callable[[], Awaitable[bool | None]],
                  allowed: bool, say: Callable[[str], None]) -> None:
         self.server = server
         self.name = server.name

@@ -139,3 +139,17 @@ def test_bad_inputs(omni, args, code, needle):
     assert result.returncode == code, result.stderr
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and needle in lines[0]
+
+
+def test_each_streamed_packet_is_timed_for_underruns(omni, tmp_path):
+    listing = tmp_path / "long.txt"
+    listing.write_text("The river was calm. The boats were tied up for the night. Nobody was on the pier.\n")
+    out = tmp_path / "run"
+    result = omni("bench-wer", "-d", str(listing), "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    (record,) = lines_of(out / "items.jsonl")
+    assert record["packets"] >= 3  # the embedded voice answers sentence by sentence
+    summary = json.loads(result.stdout)
+    assert summary["completed"] == 1 and summary["audio_underrun_count"] == record["underruns"]
+    assert summary["total_audio_underrun_s"] == pytest.approx(record["underrun_seconds"])
+    assert summary["max_concurrency"] == 1 and summary["median_audio_ttfp_ms"] == pytest.approx(record["ttfa"] * 1000)

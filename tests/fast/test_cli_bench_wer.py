@@ -1,6 +1,7 @@
 """`omni bench-wer` through the real Typer app: a scripted voice, a scripted judge, a tiny
 dataset; exact records, summary, resume, the WER gate, and places it cannot write."""
 
+import asyncio
 import json
 
 import pytest
@@ -111,3 +112,143 @@ def test_a_journal_that_cannot_be_opened_is_one_line(tmp_path, dataset):
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == f"omni: error: cannot write the journal {out / 'items.jsonl'}: Is a directory\n"
     assert engines.scripted.requests == []
+
+
+# At scale: sweeps, open-loop arrivals, what a listener would hear
+
+
+def test_a_concurrency_sweep_runs_once_per_level_each_in_its_folder(tmp_path, dataset):
+    engines = engines_for(heard=HEARD * 3)
+    out = tmp_path / "run"
+    result = omni("bench-wer", "-d", dataset, "-c", "1,2,3", "--out", out, "--json", engines=engines)
+    assert result.exit_code == 0, result.stderr
+    sweep = json.loads(result.stdout)
+    assert [run["max_concurrency"] for run in sweep["runs"]] == [1, 2, 3]
+    assert [(run["scored"], run["completed"], run["failed"], run["request_rate"]) for run in sweep["runs"]] == [(3, 3, 0, None)] * 3
+    assert [r.text for r in engines.scripted.requests] == SENTENCES * 3
+    assert sorted(p.name for p in out.iterdir()) == ["c1", "c2", "c3", "summary.json"]
+    assert json.loads((out / "summary.json").read_text()) == sweep
+    assert json.loads((out / "c2" / "summary.json").read_text()) == sweep["runs"][1]
+    assert [r["utt"] for r in lines_of(out / "c3" / "items.jsonl")] == ["line_0001", "line_0002", "line_0003"]
+
+
+def test_the_sweep_prints_its_levels_side_by_side(dataset):
+    result = omni("bench-wer", "-d", dataset, "-c", "1,4", engines=engines_for(heard=HEARD * 2))
+    assert result.exit_code == 0, result.stderr
+    header = next(line for line in result.stdout.splitlines() if "c=1" in line)
+    assert header.index("c=1") < header.index("c=4")
+    scored = next(line for line in result.stdout.splitlines() if "utterances scored" in line)
+    assert scored.count("3 of 3") == 2
+
+
+def test_rate_mode_starts_requests_open_loop_with_no_limit_by_default(dataset):
+    engines = engines_for()
+    result = omni("bench-wer", "-d", dataset, "--rate", "50", "--seed", "7", "--json", engines=engines)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["request_rate"], summary["max_concurrency"], summary["completed"]) == (50.0, None, 3)
+    assert summary["duration"] > 0 and summary["request_throughput"] == pytest.approx(3 / summary["duration"])
+    assert summary["total_audio_duration_s"] == pytest.approx(1.5)
+    assert summary["audio_throughput"] == pytest.approx(1.5 / summary["duration"])
+
+
+def test_arrivals_are_a_seeded_poisson_process():
+    from omnicli.bench.runner import arrival_times
+
+    times = arrival_times(2000, 4.0, seed=1)
+    assert times == arrival_times(2000, 4.0, seed=1) != arrival_times(2000, 4.0, seed=2)
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    assert times[0] == 0 and all(gap > 0 for gap in gaps)
+    assert sum(gaps) / len(gaps) == pytest.approx(0.25, rel=0.1)  # mean gap 1/rate
+    assert arrival_times(3, None, seed=1) == [0.0, 0.0, 0.0]  # closed loop: the limit paces them
+
+
+def test_underruns_are_the_gaps_a_player_starting_at_the_first_packet_hears():
+    from omnicli.bench.playback import Underruns, underruns
+
+    assert underruns([]) == Underruns(0, 0.0)
+    assert underruns([(0.5, 2.0)]) == Underruns(0, 0.0)  # one whole answer plays through
+    assert underruns([(0.5, 1.0), (1.0, 1.0), (2.5, 1.0)]) == Underruns(0, 0.0)  # always ahead
+    gaps = underruns([(1.0, 0.5), (2.0, 0.5), (2.25, 1.0), (4.0, 0.5)])  # ends 1.5 | 2.5 | 3.5
+    assert (gaps.count, gaps.seconds) == (2, pytest.approx(0.5 + 0.5))
+
+
+def test_serving_figures_carry_vllm_bench_names():
+    from omnicli.bench.serving import serving_figures
+
+    records = [
+        {"status": "ok", "ttfa": 0.1, "generation_seconds": 1.0, "audio_seconds": 2.0, "rtf": 0.5, "underruns": 0, "underrun_seconds": 0.0},
+        {"status": "ok", "ttfa": 0.3, "generation_seconds": 3.0, "audio_seconds": 2.0, "rtf": 1.5, "underruns": 2, "underrun_seconds": 0.4},
+        {"status": "request_failed", "error": "boom"},
+    ]
+    figures = serving_figures(records, 4.0, concurrency=2, rate=None)
+    assert figures == {
+        "completed": 2, "failed": 1, "max_concurrency": 2, "request_rate": None, "duration": 4.0,
+        "request_throughput": 0.5, "total_audio_duration_s": 4.0, "audio_throughput": 1.0,
+        "mean_audio_ttfp_ms": pytest.approx(200), "median_audio_ttfp_ms": pytest.approx(200), "p99_audio_ttfp_ms": pytest.approx(298),
+        "mean_audio_rtf": 1.0, "median_audio_rtf": 1.0, "p99_audio_rtf": pytest.approx(1.49),
+        "mean_audio_underrun_s": 0.2, "median_audio_underrun_s": 0.2, "p99_audio_underrun_s": pytest.approx(0.396),
+        "audio_underrun_count": 2, "total_audio_underrun_s": 0.4, "audio_continuity_ok_rate": 0.5,
+    }
+
+
+class Stuttering(ScriptedEngine):
+    """A voice that says a little, stalls, then says the rest: a listener hears one gap."""
+
+    async def speech(self, req):
+        self.requests.append(req)
+        yield tone(0.01)
+        await asyncio.sleep(0.3)
+        yield tone(0.5)
+
+
+def test_a_stalled_stream_is_recorded_as_an_underrun_and_a_whole_answer_as_none(tmp_path, dataset):
+    out = tmp_path / "run"
+    result = omni("bench-wer", "-d", dataset, "--out", out, "--json", engines=ScriptedEngines(Stuttering(), judge=ScriptedEngine(transcripts=HEARD)))
+    assert result.exit_code == 0, result.stderr
+    records = lines_of(out / "items.jsonl")
+    assert [(r["packets"], r["underruns"]) for r in records] == [(2, 1)] * 3
+    assert all(r["underrun_seconds"] >= 0.25 for r in records)  # the stall, less the 10 ms that played
+    summary = json.loads(result.stdout)
+    assert (summary["audio_underrun_count"], summary["audio_continuity_ok_rate"]) == (3, 0.0)
+
+    result = omni("bench-wer", "-d", dataset, "--json", engines=engines_for())
+    whole = json.loads(result.stdout)
+    assert (whole["audio_underrun_count"], whole["total_audio_underrun_s"], whole["audio_continuity_ok_rate"]) == (0, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("args, line", [
+    (["-c", "0"], "--concurrency takes whole numbers from 1 to 256, separated by commas; got '0'"),
+    (["-c", "1,x"], "--concurrency takes whole numbers from 1 to 256, separated by commas; got '1,x'"),
+    (["-c", "4,8,4"], "--concurrency names 4 twice"),
+    (["--rate", "0"], "--rate must be above 0 requests a second, got 0"),
+    (["--rate", "2", "--audio-dir", "."], "--rate and a --concurrency list measure synthesis; --audio-dir only scores existing files"),
+])
+def test_bad_load_options_are_one_line(dataset, args, line):
+    engines = engines_for()
+    result = omni("bench-wer", "-d", dataset, *args, engines=engines)
+    assert (result.exit_code, result.stderr) == (2, f"omni: error: {line}\n")
+    assert engines.scripted.requests == []
+
+
+def test_max_wer_gates_every_level_of_a_sweep(dataset):
+    result = omni("bench-wer", "-d", dataset, "-c", "1,2", "--json", "--max-wer", "0.05", engines=engines_for(heard=HEARD * 2))
+    assert result.exit_code == 3
+    assert result.stderr == ("omni: mean WER 0.0833 at c=1 is above --max-wer 0.05\n"
+                             "omni: mean WER 0.0833 at c=2 is above --max-wer 0.05\n")
+
+
+def test_a_sweep_resumes_level_by_level(tmp_path, dataset):
+    out = tmp_path / "run"
+    first = omni("bench-wer", "-d", dataset, "-c", "1,2", "--out", out, "--json", engines=engines_for(heard=HEARD * 2))
+    assert first.exit_code == 0, first.stderr
+    (out / "c2" / "items.jsonl").write_text((out / "c2" / "items.jsonl").read_text().splitlines()[0] + "\n")
+    engines = engines_for(heard=HEARD[1:])
+    again = omni("bench-wer", "-d", dataset, "-c", "1,2", "--out", out, "--resume", "--json", engines=engines)
+    assert again.exit_code == 0, again.stderr
+    assert again.stderr == ("omni: resuming at c=1: 3 utterances already scored, 0 to go\n"
+                            "omni: resuming at c=2: 1 utterances already scored, 2 to go\n")
+    assert [r.text for r in engines.scripted.requests] == SENTENCES[1:]
+    c1, c2 = json.loads(again.stdout)["runs"]
+    assert (c1["scored"], c2["scored"]) == (3, 3)
+    assert "completed" not in c1 and c2["completed"] == 2  # serving figures: this run's requests only

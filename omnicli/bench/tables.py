@@ -1,0 +1,92 @@
+"""The figures of a run as rows a person reads: the printed summary, and the HTML report's.
+
+One list of rows serves both, with a column per run when a sweep made several, so every level
+of `--concurrency 1,4,8` reads side by side.
+"""
+
+from collections.abc import Callable
+
+
+def _pct(value) -> str:
+    return "–" if value is None else f"{value * 100:.2f} %"
+
+
+def _num(value, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _underruns(s: dict) -> str:
+    if s.get("audio_underrun_count") is None:
+        return "–"
+    ok = s.get("audio_continuity_ok_rate")
+    continuous = "" if ok is None else f" ({ok * 100:.0f} % continuous)"
+    return f"{s['audio_underrun_count']} / {s['total_audio_underrun_s']:.2f} s{continuous}"
+
+
+def _throughput(s: dict) -> str:
+    if s.get("request_throughput") is None:
+        return "–"
+    return f"{s['request_throughput']:.2f} / {_num(s.get('audio_throughput'), 2)}"
+
+
+ROWS: list[tuple[str, Callable[[dict], str]]] = [
+    ("utterances scored", lambda s: f"{s['scored']} of {s['utterances']}"),
+    ("WER (mean of utterances)", lambda s: _pct(s["wer_mean"])),
+    ("WER (corpus)", lambda s: _pct(s["wer_corpus"])),
+    ("WER median / p90", lambda s: f"{_pct(s['wer_median'])} / {_pct(s['wer_p90'])}"),
+    ("failed: request / no audio / ASR",
+     lambda s: "{request_failed} / {no_audio} / {asr_failed}".format(**s["failures"])),
+    ("malformed lines skipped", lambda s: str(s.get("malformed_lines", 0))),
+    ("first audio p50 / p90 (s)", lambda s: f"{_num(s['ttfa_p50'])} / {_num(s['ttfa_p90'])}"),
+    ("first audio mean / median / p99 (ms)",
+     lambda s: " / ".join(_num(s.get(f"{k}_audio_ttfp_ms"), 0) for k in ("mean", "median", "p99"))),
+    ("RTF (mean)", lambda s: _num(s["rtf_mean"])),
+    ("underruns: gaps / total", _underruns),
+    ("requests/s / audio s per s", _throughput),
+    ("duration (s)", lambda s: _num(s.get("duration"), 1)),
+    ("audio (s)", lambda s: f"{s['audio_seconds']:.1f}"),
+]
+"""Every row: its name, and its value from one run's summary."""
+
+
+def level_name(summary: dict) -> str:
+    """`c=4`, `2.0/s`, or `c=4, 2.0/s`: the load a run was measured under."""
+    concurrency, rate = summary.get("max_concurrency"), summary.get("request_rate")
+    parts = ([f"c={concurrency}"] if concurrency else []) + ([f"{rate:g}/s"] if rate else [])
+    return ", ".join(parts) or "c=∞"
+
+
+def summary_rows(runs: list[dict]) -> list[list[str]]:
+    """One row per figure: its name, then its value in each run."""
+    return [[name, *(value(run) for run in runs)] for name, value in ROWS]
+
+
+def server_rows(run: dict) -> list[list[str]]:
+    """Per server of a run: [server, requests, failed, first audio p50, RTF mean, skipped]."""
+    return [[url, str(f["requests"]), str(f["failures"]), _num(f["ttfa_p50"]), _num(f["rtf_mean"]),
+             "yes" if f["skipped"] else "no"] for url, f in (run.get("servers") or {}).items()]
+
+
+SERVER_COLUMNS = ["server", "requests", "failed", "first audio p50 (s)", "RTF mean", "skipped"]
+
+
+def print_tables(runs: list[dict], file) -> None:
+    """The summary (a column per run), then the per-server figures where there are any."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file)
+    sweep = len(runs) > 1
+    table = Table(title="bench-wer", show_header=sweep)
+    table.add_column("")
+    for run in runs:
+        table.add_column(level_name(run), justify="right" if sweep else "left")
+    for row in summary_rows(runs):
+        table.add_row(*row)
+    console.print(table)
+    for run in runs:
+        if rows := server_rows(run):  # lines, not a table: a URL is read whole at any width
+            console.print(f"servers at {level_name(run)}:" if sweep else "servers:")
+            for url, requests, failed, first_audio, rtf, skipped in rows:
+                console.print(f"  {url}  {requests} requests, {failed} failed, first audio p50 {first_audio} s, "
+                              f"RTF {rtf}{', skipped' if skipped == 'yes' else ''}", highlight=False, markup=False, soft_wrap=True)
