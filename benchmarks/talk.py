@@ -104,7 +104,7 @@ def main() -> None:
             current.setdefault("audio", e["t"])
     complete = [t for t in turns if {"asr", "text", "audio"} <= set(t)]
     commit_to_audio = [t["audio"] - t["commit"] for t in complete]
-    speech_to_audio = [t["from_speech_end"] for t in client.turns if t["from_speech_end"] is not None]
+    speech_to_audio = [t.waited for t in client.state.timings if t.waited is not None]  # headless: heard on arrival
     share = {
         "ASR": [t["asr"] - t["commit"] for t in complete],
         "thinker, to first text": [t["text"] - t["asr"] for t in complete],

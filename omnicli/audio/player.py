@@ -3,9 +3,15 @@
 A PortAudio callback pulls from a small jitter buffer; chunks are resampled from the engine's
 24 kHz to the device's own rate with one streaming resampler, so joins between chunks are
 seamless. The stream starts once ~100 ms are buffered, and ends after the last sample is out.
+
+ALSA reports its own troubles (an underrun when the callback ran late) by printing straight to
+fd 2, which lands in the middle of a progress bar; omni routes those messages to its debug log
+and counts underruns from the callback's status flags instead (`underruns`), for the caller to
+report once, in words.
 """
 
 import asyncio
+import logging
 import threading
 import time
 from collections import deque
@@ -20,6 +26,7 @@ from omnicli.errors import AudioDeviceError
 _PREBUFFER_SECONDS = 0.1
 _TAIL_PADDING_SECONDS = 0.1  # devices drop the last few ms of a stream; pad so speech is not cut
 _FINISH_POLL_SECONDS = 0.05
+log = logging.getLogger("omni")
 
 
 class Player:
@@ -28,6 +35,7 @@ class Player:
 
     def __init__(self, device: str | int | None = None, rate: int = SPEECH_RATE, *, continuous: bool = False) -> None:
         sd = sounddevice()
+        _quiet_alsa()
         info = find_device(device, "output")
         try:
             self.device_rate = int(info["default_samplerate"])
@@ -38,6 +46,10 @@ class Player:
                 dtype="float32",
                 device=device,
                 callback=self._callback,
+                # Speech that is only listened to can afford the device's larger buffer, which
+                # rides out a busy moment (the GIL held by synthesis) without a dropout; a
+                # conversation keeps the small one so barge-in stops the answer at once.
+                latency="low" if continuous else "high",
             )
         except (sd.PortAudioError, ValueError) as exc:
             name = info.get("name", device or "default")
@@ -52,6 +64,9 @@ class Player:
         self._started = False
         self.played_frames = 0
         """Frames handed to the device so far (silence between answers not counted)."""
+        self.underruns = 0
+        """Times the device ran dry because the callback came late (a dropout the listener heard)."""
+        self._underflowing = False
         self._done = threading.Event()
 
     def start(self) -> None:
@@ -84,6 +99,9 @@ class Player:
             self._stream.start()
 
     def _callback(self, outdata, frames, time, status) -> None:
+        if status.output_underflow and not self._underflowing:
+            self.underruns += 1  # one dropout, however many callbacks it spans
+        self._underflowing = status.output_underflow
         out = outdata[:, 0]
         filled = 0
         with self._lock:
@@ -119,11 +137,47 @@ class Player:
                 self.close()
                 raise AudioDeviceError("the output device stopped playing before the end")
             await asyncio.sleep(_FINISH_POLL_SECONDS)
-        await asyncio.to_thread(self.close)
+        await asyncio.to_thread(self._drain_and_close)
 
-    def close(self) -> None:
-        """Stop at once (Ctrl-C, error) or after `finish`."""
+    def _drain_and_close(self) -> None:
         try:
-            self._stream.stop()
+            self._stream.stop()  # returns once the device's buffer has played out
         finally:
             self._stream.close()
+
+    def close(self) -> None:
+        """Stop at once (Ctrl-C, error): what the device still holds is dropped, not played."""
+        try:
+            self._stream.abort()
+        finally:
+            self._stream.close()
+
+
+_alsa_handler: object = None
+"""The ALSA error handler, kept alive for as long as ALSA may call it (the whole process)."""
+
+
+def _quiet_alsa() -> None:
+    """Send ALSA's error messages (e.g. "ALSA lib pcm.c:8570:(snd_pcm_recover) underrun
+    occurred", printed from PortAudio's audio thread) to the debug log instead of fd 2."""
+    global _alsa_handler
+    if _alsa_handler is not None:
+        return
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("asound")
+    try:
+        alsa = ctypes.CDLL(name or "libasound.so.2")  # the copy PortAudio already loaded
+    except OSError:
+        _alsa_handler = False  # PortAudio without ALSA: nothing prints
+        return
+    # void handler(const char *file, int line, const char *function, int err, const char *fmt, ...);
+    # the variadic arguments are not read, so the text is the format ("%s occurred").
+    handler_type = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
+
+    def handler(file, line, function, err, fmt) -> None:
+        log.debug("ALSA: %s: %s", (function or b"?").decode(errors="replace"), (fmt or b"").decode(errors="replace"))
+
+    _alsa_handler = handler_type(handler)
+    alsa.snd_lib_error_set_handler(_alsa_handler)

@@ -58,6 +58,11 @@ class SpeechOutput:
             self._parts.append(chunk.samples)
 
     @property
+    def player(self) -> "Player | None":
+        """The speaker, once open and until it is finished or aborted (for a playback display)."""
+        return self._player
+
+    @property
     def empty(self) -> bool:
         """No audio was written (yet)."""
         return self._samples == 0

@@ -1,9 +1,11 @@
 """A chat conversation on any engine: one turn at a time, history kept for the session.
 
-Text streams to stdout as it arrives; speech goes to a file (written whole) and/or the speaker.
-In the REPL, Ctrl-C cancels the answer being made, not the session; a turn that fails says so
-and the session goes on, but the session then ends with exit code 1 (a script feeding it turns
-learns that not every turn was answered).
+Text streams to stdout as it arrives (on a terminal wrapped between words, after a "thinking…"
+spinner that the first token replaces); speech goes to a file (written whole) and/or the speaker.
+In the REPL, Ctrl-C cancels the answer being made, not the session; Ctrl-D typed while an answer
+streams ends the session once the answer is complete, as it would at the prompt. A turn that
+fails says so and the session goes on, but the session then ends with exit code 1 (a script
+feeding it turns learns that not every turn was answered).
 """
 
 import asyncio
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.formats import AudioFormat
+from omnicli.cli.console import Thinking
+from omnicli.cli.wrap import answer_writer
 from omnicli.engine.base import (
     AudioDelta,
     AudioPart,
@@ -34,7 +38,7 @@ REPL_COMMANDS = {
     "/help": "this list",
     "/reset": "forget the conversation so far",
     "/save [PATH]": "write the conversation as JSON (default: omni-chat-DATE-TIME.json here)",
-    "/exit": "leave (so do exit, quit and Ctrl-D)",
+    "/exit": "leave (so do exit, quit and Ctrl-D; Ctrl-D during an answer leaves after it)",
     "//text": "send a message that starts with /",
 }
 
@@ -72,6 +76,8 @@ class ChatSession:
         self.turns = 0
         self.failed = 0
         """Turns that failed, or whose audio file could not be written (no audio came back)."""
+        self._end_typed = False
+        """Ctrl-D was typed while an answer streamed: the REPL ends after it."""
         self.reset()
 
     def reset(self) -> None:
@@ -90,13 +96,16 @@ class ChatSession:
         tty = sys.stdin.isatty()
         if tty:
             import readline  # noqa: F401 - line editing and history for input()
+            import shutil
+            import textwrap
 
-            print("omni chat: type a message; /help lists the commands; Ctrl-D or /exit leaves", file=sys.stderr)
+            banner = "omni chat: type a message; /help lists the commands; Ctrl-D or /exit leaves"
+            print(textwrap.fill(banner, shutil.get_terminal_size().columns - 1), file=sys.stderr)
         with asyncio.Runner() as runner:
             try:
                 if first:
-                    self._run_turn(runner, Message("user", first))
-                while True:
+                    self._run_turn(runner, Message("user", first), tty)
+                while not self._end_typed:
                     try:
                         line = input(PROMPT) if tty else sys.stdin.readline()
                     except KeyboardInterrupt:
@@ -114,20 +123,46 @@ class ChatSession:
                         if not self.command(line):
                             break
                     elif line:
-                        self._run_turn(runner, Message("user", [TextPart(line.removeprefix("/"))]))
+                        self._run_turn(runner, Message("user", [TextPart(line.removeprefix("/"))]), tty)
             finally:
                 runner.run(self.engine.aclose())
         if self.failed:
             raise OmniError(f"{self.failed} of {self.turns} turns failed")
 
-    def _run_turn(self, runner: asyncio.Runner, message: Message) -> None:
+    def _run_turn(self, runner: asyncio.Runner, message: Message, tty: bool) -> None:
         try:
-            runner.run(self.turn(message))
+            runner.run(self._watched_turn(message) if tty else self.turn(message))
         except KeyboardInterrupt:
             print("\n(cancelled)", file=sys.stderr)
         except OmniError as exc:
             self.failed += 1
             print(f"omni: error: {exc}" + (f" ({exc.hint})" if exc.hint else ""), file=sys.stderr)
+
+    async def _watched_turn(self, message: Message) -> None:
+        """A turn that also notices Ctrl-D typed on the terminal meanwhile (which input() would
+        never see: readline reads the tty's end-of-file mark as a NUL and drops it)."""
+        loop = asyncio.get_running_loop()
+        fd = sys.stdin.fileno()
+        loop.add_reader(fd, self._typed_ahead, loop, fd)
+        try:
+            await self.turn(message)
+        finally:
+            loop.remove_reader(fd)
+
+    def _typed_ahead(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        """Input came while the answer streams. The terminal is in line mode, so this is a whole
+        line (left for the next prompt) or Ctrl-D on an empty one (readable with nothing to read),
+        which ends the session after this answer."""
+        import fcntl
+        import os
+        import struct
+        import termios
+
+        loop.remove_reader(fd)
+        pending = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if pending == 0:
+            os.read(fd, 1)  # takes the end-of-file mark (returns b"")
+            self._end_typed = True
 
     def command(self, line: str) -> bool:
         """Carry out a REPL command; False when it ends the session."""
@@ -175,27 +210,31 @@ class ChatSession:
         transcripts: list[str] = []
         done: ChatDone | None = None
         clock = _Clock()
+        text_out = answer_writer(sys.stdout)
+        thinking = Thinking()
         try:
             if sink is not None:
                 await sink.open()
+            thinking.start()
             async for delta in self.engine.chat(req):
                 match delta:
                     case TextDelta(text=text):
                         clock.first("text")
+                        thinking.stop()
                         if not self.output.json:
-                            sys.stdout.write(text)
-                            sys.stdout.flush()
+                            text_out.write(text)
                     case AudioDelta(chunk=chunk) if sink is not None:
                         clock.first("audio")
+                        thinking.stop()
                         await sink.write(chunk)
                     case TranscriptDelta(text=text):
                         transcripts.append(text)
                         log.info("heard: %s", text)
                     case ChatDone():
                         done = delta
+            thinking.stop()
             if not self.output.json:
-                sys.stdout.write("\n")
-                sys.stdout.flush()
+                text_out.end()
             if sink is not None and done is not None and sink.empty:
                 self._no_audio()
                 sink.abort()
@@ -203,6 +242,7 @@ class ChatSession:
             if sink is not None:
                 await sink.finish()
         finally:
+            thinking.stop()
             if sink is not None:
                 sink.abort()
         if done is None:

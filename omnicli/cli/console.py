@@ -5,6 +5,10 @@ rich is imported on first use, not at start-up, so `omni --help` stays fast.
 
 import functools
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.status import Status
 
 
 @functools.cache
@@ -16,3 +20,22 @@ def stderr():
 
 def note(message: str) -> None:
     print(message, file=sys.stderr)
+
+
+class Thinking:
+    """A "thinking…" spinner on a terminal (stderr) from sending a request until its first
+    output; stop() erases it, leaving the cursor where it was, at the start of the line."""
+
+    def __init__(self) -> None:
+        self._status: Status | None = None
+
+    def start(self) -> None:
+        if sys.stderr.isatty():
+            status = stderr().status("thinking…", spinner="dots")
+            status.start()
+            self._status = status
+
+    def stop(self) -> None:
+        if self._status is not None:
+            status, self._status = self._status, None
+            status.stop()

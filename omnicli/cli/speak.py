@@ -4,15 +4,18 @@ import base64
 import contextlib
 import mimetypes
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from omnicli.cli.console import note, stderr
 from omnicli.cli.options import ApiKeyOption, ModelOption, ServerOption, TimeoutOption, VoiceOption
 from omnicli.errors import UsageError
+
+if TYPE_CHECKING:
+    from omnicli.cli.progress import Bar
 
 _PROGRESS_MIN_SENTENCES = 4
 DEFAULT_MAX_CHARS = 4096
@@ -114,39 +117,64 @@ def speak(
 
 async def _synthesize(engine, requests, sink, *, per_piece: bool) -> float:
     """Speak every request in order into `sink`. The progress bar moves per piece for a server
-    (`per_piece`: one request each) and per sentence in process (chunks carry their text)."""
+    (`per_piece`: one request each) and per sentence in process (chunks carry their text); when
+    the sink plays, it follows playback to its end and a line says what was played."""
     from omnicli.client.long_text import speak_ahead
 
     try:
         await sink.open()
-        with _progress(requests) as advance:
-            finished = (lambda request: advance(len(request.text))) if per_piece else (lambda request: None)
+        player = sink.player
+        with _progress(requests, player) as bar:
+            finished = (lambda request: bar.spoken(len(request.text))) if per_piece else (lambda request: None)
             chunks = speak_ahead(engine, requests, finished=finished)
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
                     await sink.write(chunk)
+                    bar.made(len(chunk.samples) / chunk.rate)
                     if not per_piece:
-                        advance(len(chunk.text or ""))
-        return await sink.finish()
+                        bar.spoken(len(chunk.text or ""))
+            bar.synthesized()
+            seconds = await sink.finish()
+        if player is not None:
+            note(_played_line(seconds, requests, player.underruns))
+        return seconds
     finally:
         sink.abort()
         await engine.aclose()
 
 
-@contextlib.contextmanager
-def _progress(requests) -> Iterator[Callable[[int], None]]:
-    """`advance(characters)` for a bar on a terminal while a long text is spoken; else a no-op."""
+def _played_line(seconds: float, requests, underruns: int) -> str:
+    """`played 61.2 s of audio (12 sentences)`, and the dropouts when there were any."""
     from omnicli.engine.sentences import split_sentences
 
-    text = " ".join(r.text for r in requests)
-    if not sys.stderr.isatty() or (len(requests) == 1 and len(split_sentences(text)) < _PROGRESS_MIN_SENTENCES):
-        yield lambda characters: None
-        return
-    from rich.progress import Progress
+    sentences = len(split_sentences(" ".join(r.text for r in requests)))
+    line = f"played {seconds:.1f} s of audio ({_count(sentences, 'sentence')})"
+    if underruns:
+        line += f", with {_count(underruns, 'dropout')} where the machine fell behind"
+    return line
 
-    with Progress(console=stderr(), transient=True) as progress:
-        task = progress.add_task("speaking", total=sum(len(r.text) for r in requests))
-        yield lambda characters: progress.advance(task, characters)
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+@contextlib.contextmanager
+def _progress(requests, player) -> Iterator["Bar"]:
+    """A bar on a terminal: playback when `player` plays, else synthesis of a long text."""
+    from omnicli.cli.progress import Bar, playback_bar, synthesis_bar
+    from omnicli.engine.sentences import split_sentences
+
+    characters = sum(len(r.text) for r in requests)
+    if not sys.stderr.isatty():
+        yield Bar()
+    elif player is not None:
+        with playback_bar(stderr(), player, characters) as bar:
+            yield bar
+    elif len(requests) == 1 and len(split_sentences(requests[0].text)) < _PROGRESS_MIN_SENTENCES:
+        yield Bar()
+    else:
+        with synthesis_bar(stderr(), characters) as bar:
+            yield bar
 
 
 async def _print_voices(engine) -> None:

@@ -1,4 +1,7 @@
-"""`omni talk`: a spoken conversation, microphone to speaker, over the OpenAI Realtime protocol."""
+"""`omni talk`: a spoken conversation, microphone to speaker, over the OpenAI Realtime protocol.
+
+`_talk` opens what the conversation needs (event log, microphone or file, speaker, session);
+`converse` runs it on this terminal: the view, the keys, Ctrl-C, and the summary at the end."""
 
 import sys
 from typing import Annotated
@@ -26,7 +29,7 @@ from omnicli.errors import UsageError
 def talk(
     ctx: typer.Context,
     vad: Annotated[
-        str | None, typer.Option("--vad", help="Turns by 'client' VAD or 'server' VAD; default: push-to-talk (Enter) on a terminal, client VAD otherwise.", show_default=False)
+        str | None, typer.Option("--vad", help="Turns by 'client' VAD, 'smart' (client VAD + Smart Turn: a short pause ends a finished sentence) or 'server' VAD; default: push-to-talk (Space) on a terminal, client VAD otherwise.", show_default=False)
     ] = None,
     instructions: Annotated[str | None, typer.Option("--instructions", help="System instructions for the assistant.", show_default=False)] = None,
     voice: VoiceOption = None,
@@ -48,7 +51,7 @@ def talk(
     tts_server: TtsServerOption = None,
     tts_model: TtsModelOption = None,
 ) -> None:
-    """Talk: omni talk (Enter starts and ends a turn; speak over the answer to interrupt it)."""
+    """Talk: omni talk (Space starts and sends a turn, m mutes, q quits; speak over the answer to interrupt it)."""
     import asyncio
 
     from omnicli.config import resolve_connection
@@ -58,8 +61,8 @@ def talk(
 
         print(device_table(sounddevice().query_devices()))
         return
-    if vad not in (None, "client", "server"):
-        raise UsageError(f"--vad must be 'client' or 'server', got {vad!r}")
+    if vad not in (None, "client", "smart", "server"):
+        raise UsageError(f"--vad must be 'client', 'smart' or 'server', got {vad!r}")
     turns = vad or ("ptt" if sys.stdin.isatty() and not input_file else "client")
     connection = resolve_connection(server, api_key)
     from omnicli.realtime.talk import TalkOptions
@@ -81,29 +84,18 @@ def _device(value: str | None):
 async def _talk(factory, connection, options, input_file, output_file, transcript, input_device, output_device,
                 llm, asr_model, model, servers) -> int:
     """Everything opened here is closed by one exit stack, also when setup fails half-way."""
-    import asyncio
     import contextlib
-    import signal
 
     import numpy as np
 
     from omnicli.realtime.sources import FileVoice, Microphone
     from omnicli.realtime.speakers import FileSpeaker, Speaker
-    from omnicli.realtime.talk import TalkClient
-    from omnicli.realtime.view import EventLog, TalkView
+    from omnicli.realtime.view import EventLog
 
     if output_file:
         check_writable(output_file, "--output-file")
     if transcript:
         check_writable(transcript, "--transcript")
-    stop = asyncio.Event()
-    interrupted = False
-
-    def on_interrupt() -> None:
-        nonlocal interrupted
-        interrupted = True
-        stop.set()
-
     async with contextlib.AsyncExitStack() as stack:
         log = EventLog(transcript)
         stack.callback(log.close)
@@ -121,37 +113,65 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
 
         transport = factory.transport(EngineChoice(connection, llm=llm, asr_model=asr_model, stages=servers), model)
         stack.push_async_callback(transport.close)
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, on_interrupt)
-        stack.callback(loop.remove_signal_handler, signal.SIGINT)
-        view = stack.enter_context(TalkView())
-        client = TalkClient(transport, source, speaker, options, view, log)
-        if options.turns == "ptt":
-            _read_enter_keys(loop, client, stop)
-            note("omni talk: press Enter to start speaking, Enter again to send; q + Enter quits")
-        await client.run(stop)
+        said, code = await converse(transport, source, speaker, options, log)
     if output_file:
         from omnicli.audio.atomic import atomic_write
         from omnicli.audio.chunk import SPEECH_RATE
         from omnicli.audio.formats import AudioFormat, encode
 
-        audio = np.concatenate(client.said) if client.said else np.zeros(0, np.float32)
+        audio = np.concatenate(said) if said else np.zeros(0, np.float32)
         atomic_write(output_file, encode(audio, SPEECH_RATE, AudioFormat.WAV))
-    measured = [t["from_speech_end"] for t in client.turns if t["from_speech_end"] is not None]
-    if measured:
-        note(f"omni talk: {len(measured)} turns, median {np.median(measured) * 1000:.0f} ms from end of speech to first audio")
-    return 130 if interrupted else 0
+    return code
 
 
-def _read_enter_keys(loop, client, stop) -> None:
-    """Push-to-talk: each Enter toggles a turn; 'q' or end of input quits."""
-    import threading
+async def converse(transport, source, speaker, options, log) -> tuple[list, int]:
+    """The conversation on this terminal: the view, the keys (single keys without echo when
+    stdin is a terminal) and Ctrl-C around one talk client. What the assistant said, and the
+    exit code: 0 (q, or the end of a headless file), 130 after Ctrl-C, 143 after SIGTERM."""
+    import asyncio
+    import contextlib
+    import signal
 
-    def read() -> None:
-        for line in sys.stdin:
-            if line.strip().lower() in ("q", "quit", "exit"):
-                break
-            loop.call_soon_threadsafe(client.toggle_push_to_talk)
-        loop.call_soon_threadsafe(stop.set)
+    from omnicli.cli.keys import TerminalKeys
+    from omnicli.realtime.talk import TalkClient
+    from omnicli.realtime.view import LineView, talk_view
 
-    threading.Thread(target=read, daemon=True).start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    codes: list[int] = []
+
+    def end(code: int) -> None:
+        codes.append(code)
+        stop.set()
+
+    keyboard = sys.stdin.isatty()
+    keys = _keys_help(options.turns, keyboard)
+    async with contextlib.AsyncExitStack() as stack:
+        for number, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+            loop.add_signal_handler(number, end, code)
+            stack.callback(loop.remove_signal_handler, number)
+        view = stack.enter_context(talk_view(keys))
+        client = TalkClient(transport, source, speaker, options, view, log)
+
+        def on_key(action: str) -> None:
+            if action == "talk":
+                client.toggle_push_to_talk()
+            elif action == "mute":
+                client.toggle_mute()
+            else:
+                end(0)
+
+        if keyboard:
+            stack.enter_context(TerminalKeys(loop, on_key))
+            if isinstance(view, LineView):
+                note(f"omni talk: {keys}")
+        await client.run(stop)
+    if (summary := client.state.summary()) is not None:
+        note(f"omni talk: {summary}")
+    return client.said, codes[0] if codes else 0
+
+
+def _keys_help(turns: str, keyboard: bool) -> str:
+    if not keyboard:
+        return "Ctrl-C quits"
+    return "Space talk · m mute · q quit" if turns == "ptt" else "m mute · q quit"

@@ -6,7 +6,9 @@
 
 Barge-in (`interrupt`, the one entry point): when the user speaks over the answer, playback is
 flushed, the response is cancelled, and the answer is truncated to `audio_end_ms` = what the
-speaker actually played. Turn strategies live in `turns`, dialect differences in `dialects`.
+speaker actually played. Turn strategies live in `turns`, dialect differences in `dialects`, and
+what the user sees (`TalkState`) is told here what happened, including where the speaker is.
+Nothing is heard and no key acts before the session is ready.
 """
 
 import asyncio
@@ -20,6 +22,7 @@ from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.realtime import dialects
 from omnicli.realtime.speakers import Speaker
+from omnicli.realtime.talk_state import TalkState
 from omnicli.realtime.turns import ClientVAD, PushToTalk, ServerVAD, Turns
 
 _ECHO_MARGIN = 2.0  # the user must be this much louder than the playback to get through
@@ -28,12 +31,15 @@ _GREETING_SECONDS = 1.5
 """A GA server greets with session.created at once; one that stays silent is vLLM-Omni's legacy
 (<= 0.30) speech-to-text style path, which wants 16 kHz audio and `commit {final}`."""
 _CONFIRM_SECONDS = 5.0
-"""How long `--vad server` waits for `session.updated` to learn whether the server took it."""
+"""How long the session may take to confirm `session.update` (and `--vad server` to learn
+whether the server took it); a server that never confirms is talked to after that."""
+_PLAYBACK_POLL_SECONDS = 0.05
+"""How often the speaker's progress is read (the state follows what is actually played)."""
 
 
 @dataclass(frozen=True)
 class TalkOptions:
-    turns: str = "client"  # "ptt", "client" or "server"
+    turns: str = "client"  # "ptt", "client", "smart" (client VAD + Smart Turn) or "server"
     echo_gate: bool = True
     instructions: str | None = None
     voice: str | None = None
@@ -46,6 +52,14 @@ def _rms(samples: np.ndarray) -> float:
     return float(np.sqrt(np.mean(samples**2))) if len(samples) else 0.0
 
 
+def _strategy(turns: str, client) -> Turns:
+    if turns == "ptt":
+        return PushToTalk(client)
+    if turns == "server":
+        return ServerVAD(client)
+    return ClientVAD(client, semantic=turns == "smart")
+
+
 class TalkClient:
     def __init__(self, transport, source, speaker: Speaker, options: TalkOptions, view, log) -> None:
         self.transport = transport
@@ -56,11 +70,12 @@ class TalkClient:
         self.log = log
         self.said: list[np.ndarray] = []
         """Everything the assistant said (for --output-file)."""
-        self.turns: list[dict] = []
-        """Per turn: seconds from end of speech and from commit to the first answer audio."""
+        self.state = TalkState(options.turns, view)
+        """What the user sees; `state.timings` holds each turn's wait."""
+        view.show(self.state)
         self.dialect: dialects.GA = dialects.GA()
-        strategies: dict[str, type[Turns]] = {"ptt": PushToTalk, "server": ServerVAD, "client": ClientVAD}
-        self.strategy: Turns = strategies[options.turns](self)
+        self.strategy: Turns = _strategy(options.turns, self)
+        self.mic_muted = False
         self.user_speaking = False
         self.awaiting_answer = False
         self.responding = False
@@ -72,7 +87,6 @@ class TalkClient:
         self._last_event_at = time.monotonic()
         self._playback_rms = 0.0
         self._commit_at: float | None = None
-        self._speech_end_at: float | None = None
         self._greeted = asyncio.Event()
         self._confirmed = asyncio.Event()
         self._server_detects_turns = False
@@ -82,14 +96,11 @@ class TalkClient:
         self.errors: list[str] = []
         self.asked = 0
         """Turns sent to the server (committed by us, or ended by its VAD)."""
-        self._toggles: asyncio.Queue[None] = asyncio.Queue()
+        self._toggles: asyncio.Queue[float] = asyncio.Queue()
 
     async def send(self, event: dict) -> None:
         self.log.write("out", event)
         await self.transport.send(event)
-
-    def show(self, state: str) -> None:
-        self.view.set_state(state)
 
     # ---- setup and main loop -------------------------------------------------------------
 
@@ -105,12 +116,14 @@ class TalkClient:
             o = self.options
             await self.send(self.dialect.session_update(server_vad=self.strategy.server_vad, instructions=o.instructions,
                                                         voice=o.voice, model=o.model))
+            confirmed = self.dialect.may_detect_turns and await self._until(self._confirmed, receiving, _CONFIRM_SECONDS)
             if self.strategy.server_vad:
-                await self._check_server_vad(receiving)
+                self._check_server_vad(confirmed)
             self._start_session()
             self.speaker.start()  # after the models loaded: a busy CPU makes the device underrun
             await self.source.start()
-            tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._keys())]
+            tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._keys()),
+                      asyncio.create_task(self._follow_playback())]
             finished = getattr(self.source, "finished", None)
             if finished is not None:
                 tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
@@ -148,23 +161,26 @@ class TalkClient:
             raise ServerError(f"the server refused the session: {self._early_errors[-1]}") from failure
         raise failure or ServerError("the server closed the realtime connection before the session started")
 
-    async def _check_server_vad(self, receiving: asyncio.Task) -> None:
+    def _check_server_vad(self, confirmed: bool) -> None:
         """`--vad server` only where the server took it (`session.updated` says so); elsewhere
         turns are found here, or no turn would ever end."""
         if not self.dialect.may_detect_turns:
             note = "the server does not detect turns; using client VAD"
-        elif not await self._until(self._confirmed, receiving, _CONFIRM_SECONDS):
+        elif not confirmed:
             note = "the server did not confirm turn detection; using client VAD"
         elif not self._server_detects_turns:
             note = "the server does not detect turns; using client VAD"
         else:
             return
         self.strategy = ClientVAD(self)
+        self.state.turns = "client"
         self.view.note(note)
 
     def _start_session(self) -> None:
-        """From here on a server's error is part of the conversation, shown as it comes."""
+        """From here on a server's error is part of the conversation, shown as it comes, and
+        the user is heard."""
         self._started = True
+        self.state.session_ready()
         for text in self._early_errors:
             self.view.problem(text)
         self._early_errors.clear()
@@ -200,18 +216,33 @@ class TalkClient:
     # ---- the user's side -----------------------------------------------------------------
 
     def toggle_push_to_talk(self) -> None:
-        """Enter was pressed (push-to-talk); carried out in order by the conversation's own task."""
-        self._toggles.put_nowait(None)
+        """The talk key was pressed (push-to-talk); carried out in order by the conversation's
+        own task. Keys pressed before the session is ready do nothing."""
+        if not self.state.ready or not isinstance(self.strategy, PushToTalk):
+            return
+        if self.mic_muted and not self.strategy.on:
+            self.state.tell("the mic is muted: press m to unmute")
+            return
+        self._toggles.put_nowait(time.monotonic())
+
+    def toggle_mute(self) -> None:
+        """m: the microphone is heard as silence until pressed again."""
+        if self.state.ready:
+            self.mic_muted = not self.mic_muted
+            self.state.set_muted(self.mic_muted)
 
     async def _keys(self) -> None:
         while True:
-            await self._toggles.get()
+            pressed_at = await self._toggles.get()
             if isinstance(self.strategy, PushToTalk):
-                await self.strategy.toggle()
+                await self.strategy.toggle(pressed_at)
 
     async def _listen(self) -> None:
         while True:
             frame = await self.source.frames.get()
+            if self.mic_muted:
+                frame = np.zeros_like(frame)
+            self.state.mic(frame)
             if self._gated(frame):
                 frame = np.zeros_like(frame)
             await self.strategy.hear(frame)
@@ -226,33 +257,50 @@ class TalkClient:
     async def append(self, frame: np.ndarray) -> None:
         await self.send(self.dialect.append(frame))
 
-    async def ask(self, speech_end_at: float) -> None:
-        """The user's turn is over: commit it and ask for the answer."""
-        self._speech_end_at = speech_end_at
+    def begin_turn(self) -> None:
+        """The user's turn began: a key, or speech heard."""
+        self.user_speaking = True
+        self.state.turn_started()
+
+    def skip_turn(self) -> None:
+        """A push-to-talk turn with no speech in it: dropped, nothing asked."""
+        self.user_speaking = False
+        self.state.turn_skipped()
+
+    async def ask(self, speech_end_at: float, *, by_key: bool = False) -> None:
+        """The user's turn is over: commit it and ask for the answer. `speech_end_at`: the key
+        press that sent it (`by_key`) or the end of speech, where the user's wait begins."""
+        self.user_speaking = False
         for event in self.dialect.ask():
             await self.send(event)
         self.responding = self.responding or self.dialect.commit_starts_answer
         self._commit_at = time.monotonic()
         self.awaiting_answer = True
         self.asked += 1
-        self.show("thinking")
+        self.state.asked(speech_end_at, by_key)
+
+    def _played(self) -> int:
+        """Samples (24 kHz) of the current answer the listener has heard."""
+        played = (self.speaker.played_frames - self._answer_mark) * SPEECH_RATE / self.speaker.device_rate
+        return int(min(max(played, 0), self._answer_samples))
 
     async def interrupt(self) -> None:
         """The user speaks over the answer: stop it where the listener stopped hearing it."""
         audible = self.speaker.buffered_seconds > 0
         if not (audible or self.responding) or (self.answer_item is None and self.dialect.interruptible):
             return
-        played = (self.speaker.played_frames - self._answer_mark) * SPEECH_RATE / self.speaker.device_rate
-        played = int(min(max(played, 0), self._answer_samples))
+        had_audio, item = self._answer_samples > 0, self.answer_item  # as they were: the cancel's answer may change them
+        played = self._played() if had_audio else 0
         self.speaker.flush()
+        self.state.cut_off(played)
+        self.muted_item = item
         if not self.dialect.interruptible:
             return  # no cancel or truncate on that path: flushing the speaker is all there is
         if self.responding and not self.strategy.server_vad:  # server VAD cancels by itself
             await self.send({"type": "response.cancel"})
-        await self.send({"type": "conversation.item.truncate", "item_id": self.answer_item,
-                         "content_index": 0, "audio_end_ms": played * 1000 // SPEECH_RATE})
-        self.muted_item = self.answer_item
-        self.show("interrupted")
+        if had_audio:  # an answer with no audio yet has nothing to truncate
+            await self.send({"type": "conversation.item.truncate", "item_id": item,
+                             "content_index": 0, "audio_end_ms": played * 1000 // SPEECH_RATE})
 
     # ---- the server's side ---------------------------------------------------------------
 
@@ -265,48 +313,64 @@ class TalkClient:
                 case "audio":
                     self._play(heard)
                 case "answer_text" if heard.item_id is None or heard.item_id != self.muted_item:
-                    self.view.answer_delta(heard.text)
+                    self.state.answer_text(heard.text)
                 case "user_text":
-                    self.view.heard(heard.text)
+                    self.state.user_text(heard.text)
                 case "response_started":
                     self.responding = True
                 case "answer_item":
                     self.answer_item = heard.item_id
                     self._first_audio_seen = False
-                    self.view.new_answer()
+                    self._answer_samples = 0
+                    self.state.answer_started()
                 case "response_done":
-                    self._answer_finished(heard.status)
+                    self._answer_finished(heard.status, cut_off=self.muted_item is not None and _answer_id(event) == self.muted_item)
                 case "audio_done" if not self.dialect.interruptible:  # the legacy path has no response.done
-                    self._answer_finished("completed")
+                    self._answer_finished("completed", cut_off=False)
                 case "session" | "session_updated":
                     self._greeted.set()
                     self._server_detects_turns = heard.detects_turns
                     if heard.kind == "session_updated":
                         self._confirmed.set()
                 case "speech_started":
-                    self.user_speaking = True
+                    self.begin_turn()
                     await self.interrupt()
                 case "speech_stopped":
                     self.user_speaking = False
-                    self._speech_end_at = self._commit_at = time.monotonic()
+                    self._commit_at = time.monotonic()
                     self.awaiting_answer = True
                     self.asked += 1
+                    self.state.asked(self._commit_at - ServerVAD.silence_ms / 1000, by_key=False)
                 case "error":
                     self.errors.append(heard.text)
                     if not self._started:
                         self._early_errors.append(heard.text)
                         self._confirmed.set()  # the update's answer, when one was sent
+                    elif _no_audio(heard.text):
+                        self.state.server_got_no_audio()
                     else:
                         self.view.problem(heard.text)
-                    if "buffer is empty" in heard.text:
+                    if _no_audio(heard.text):
                         self.awaiting_answer = False
 
-    def _answer_finished(self, status: str | None) -> None:
+    def _answer_finished(self, status: str | None, *, cut_off: bool) -> None:
+        """The server is done with an answer; one the user cut off was closed when they did."""
         self.responding = False
-        self.awaiting_answer = False
         self._first_audio_seen = False
-        self.view.answer_done(status)
-        self.show("listening")
+        if not cut_off:
+            self.awaiting_answer = False
+            self.state.answer_done(status, self.speaker.buffered_seconds)
+
+    def _check_playback(self) -> None:
+        """Tell the state where the speaker is: an answer is heard from its first played sample
+        and is over when it has played out."""
+        if self.state.answer is not None:
+            self.state.playback(self._played(), self.speaker.buffered_seconds)
+
+    async def _follow_playback(self) -> None:
+        while True:
+            await asyncio.sleep(_PLAYBACK_POLL_SECONDS)
+            self._check_playback()
 
     def _play(self, heard: dialects.Heard) -> None:
         if heard.item_id is not None and heard.item_id == self.muted_item:
@@ -316,16 +380,22 @@ class TalkClient:
             samples = resample(samples, heard.rate, SPEECH_RATE)
         if not self._first_audio_seen:
             self._first_audio_seen = True
-            now = time.monotonic()
             self._answer_mark = self.speaker.played_frames + int(self.speaker.buffered_seconds * self.speaker.device_rate)
             self._answer_samples = 0
-            turn = {"from_commit": now - self._commit_at if self._commit_at else None,
-                    "from_speech_end": now - self._speech_end_at if self._speech_end_at else None}
-            self.turns.append(turn)
-            if turn["from_speech_end"] is not None:
-                self.view.turn_latency(turn["from_speech_end"])
-            self.show("speaking")
         self._answer_samples += len(samples)
         self._playback_rms = 0.8 * self._playback_rms + 0.2 * _rms(samples)
         self.said.append(samples)
+        self.state.answer_audio(len(samples))
         self.speaker.write(samples)
+        self._check_playback()
+
+
+def _answer_id(event: dict) -> str | None:
+    """The item a `response.done` finished (its first output), if it names one."""
+    output = (event.get("response") or {}).get("output") or [{}]
+    return output[0].get("id") if isinstance(output[0], dict) else None
+
+
+def _no_audio(error: str) -> bool:
+    """A server's way of saying a commit held no audio (omni's, OpenAI's)."""
+    return "buffer is empty" in error or "buffer too small" in error

@@ -1,6 +1,7 @@
 """How `omni talk` decides that the user's turn is over: three small strategies behind one
-`hear(frame)`. Each hands audio to the client and, at the end of a turn, asks for the answer;
-when the user starts speaking over an answer each calls the client's one `interrupt()`."""
+`hear(frame)`. Each hands audio to the client, tells it when a turn begins, and at the end of a
+turn asks for the answer; when the user starts speaking over an answer each calls the client's
+one `interrupt()`."""
 
 import asyncio
 import time
@@ -13,6 +14,8 @@ from omnicli.audio.chunk import SPEECH_RATE
 
 PREROLL_MS = 300
 """Client VAD: audio kept from before speech was detected, so the first syllable is not cut."""
+MIN_SPEECH_MS = 96
+"""Push-to-talk: a turn with less speech than this (Silero's judgement) is not sent."""
 
 
 class TalkHooks(Protocol):
@@ -21,10 +24,11 @@ class TalkHooks(Protocol):
     user_speaking: bool
 
     async def append(self, frame: np.ndarray) -> None: ...
-    async def ask(self, speech_end_at: float) -> None: ...
+    async def ask(self, speech_end_at: float, *, by_key: bool = False) -> None: ...
     async def interrupt(self) -> None: ...
     async def send(self, event: dict) -> None: ...
-    def show(self, state: str) -> None: ...
+    def begin_turn(self) -> None: ...
+    def skip_turn(self) -> None: ...
 
 
 class ServerVAD:
@@ -32,6 +36,7 @@ class ServerVAD:
 
     server_vad = True
     silence_ms = 500
+    """What the server waits after speech by default (OpenAI's and omni's `silence_duration_ms`)."""
 
     def __init__(self, client: TalkHooks) -> None:
         self.client = client
@@ -40,55 +45,84 @@ class ServerVAD:
         await self.client.append(frame)
 
 
+class SpeechCheck:
+    """Whether a recorded turn held speech: Silero's probability over its frames."""
+
+    def __init__(self) -> None:
+        from omnicli.audio.vad import CHUNK, VAD_RATE, SileroVAD
+
+        self._vad = SileroVAD(SPEECH_RATE)
+        self._chunk_ms = CHUNK * 1000 // VAD_RATE
+        self._voiced = 0
+
+    def feed(self, frame: np.ndarray) -> None:
+        """CPU work: for a worker thread."""
+        self._voiced += sum(p >= 0.5 for p in self._vad.probabilities(frame))
+
+    @property
+    def heard(self) -> bool:
+        return self._voiced * self._chunk_ms >= MIN_SPEECH_MS
+
+
 class PushToTalk:
-    """Enter starts a turn (interrupting the answer) and Enter again sends it."""
+    """Space starts a turn (interrupting the answer) and Space again sends it. A turn in which
+    Silero heard no speech is dropped, not sent: a silent or empty commit would be answered from
+    nothing (or refused as an empty buffer)."""
 
     server_vad = False
 
     def __init__(self, client: TalkHooks) -> None:
         self.client = client
         self.on = False
+        self._speech = SpeechCheck()
 
-    async def toggle(self) -> None:
+    async def toggle(self, pressed_at: float) -> None:
         if not self.on:
             await self.client.interrupt()
             await self.client.send({"type": "input_audio_buffer.clear"})
-            self.on = self.client.user_speaking = True
-            self.client.show("listening (Enter to send)")
+            self.on = True
+            self._speech = SpeechCheck()
+            self.client.begin_turn()
         else:
-            self.on = self.client.user_speaking = False
-            await self.client.ask(time.monotonic())
+            self.on = False
+            if self._speech.heard:
+                await self.client.ask(pressed_at, by_key=True)
+            else:
+                await self.client.send({"type": "input_audio_buffer.clear"})
+                self.client.skip_turn()
 
     async def hear(self, frame: np.ndarray) -> None:
         if self.on:
+            check = self._speech
             await self.client.append(frame)
+            await asyncio.to_thread(check.feed, frame)
 
 
 class ClientVAD:
-    """Silero in this process: speech starts a turn (and interrupts), `silence_ms` of quiet ends it."""
+    """Silero in this process: speech starts a turn (and interrupts), `silence_ms` of quiet ends
+    it; with `semantic`, a short pause ends it when Smart Turn calls the turn complete."""
 
     server_vad = False
 
-    def __init__(self, client: TalkHooks, *, silence_ms: int = 500, frame_ms: int = 40) -> None:
+    def __init__(self, client: TalkHooks, *, silence_ms: int = 500, frame_ms: int = 40, semantic: bool = False) -> None:
         from omnicli.audio.vad import TurnDetector
 
         self.client = client
         self.silence_ms = silence_ms
-        self._detector = TurnDetector(SPEECH_RATE, silence_ms=silence_ms)
+        self.semantic = semantic
+        self._detector = TurnDetector(SPEECH_RATE, silence_ms=silence_ms, semantic=semantic)
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, PREROLL_MS // frame_ms))
 
     async def hear(self, frame: np.ndarray) -> None:
         for turn in await asyncio.to_thread(self._detector.feed, frame):
             if turn.kind == "started":
-                self.client.user_speaking = True
-                self.client.show("hearing you")
+                self.client.begin_turn()
                 await self.client.interrupt()
                 for earlier in self._preroll:
                     await self.client.append(earlier)
                 self._preroll.clear()
             else:
-                self.client.user_speaking = False
-                await self.client.ask(time.monotonic() - self.silence_ms / 1000)
+                await self.client.ask(time.monotonic() - (turn.silence_ms or self.silence_ms) / 1000)
         if self.client.user_speaking:
             await self.client.append(frame)
         else:

@@ -1,96 +1,146 @@
-"""What `omni talk` shows on stderr: state, what the user said, the answer as it streams, and
-the latency of each turn. A live rich panel on a terminal; plain lines otherwise."""
+"""What `omni talk` shows on stderr. On a terminal, a live panel (`LiveView`): the state, the
+microphone's level and the turn's length, the answer as it comes, and this turn's wait with its
+stages; each finished line (you: ..., omni: ...) is printed above the panel, into the scrollback,
+where it stays after the talk ends. Elsewhere, plain lines (`LineView`). Both read a `TalkState`.
+"""
 
 import sys
 import time
 from typing import TextIO
 
 from omnicli.errors import UsageError
+from omnicli.realtime import talk_state as states
+from omnicli.realtime.talk_state import TalkState
+
+_METER_CELLS = 24
+_ANSWER_LINES = 3
+"""The answer as it streams shows its last lines only; the whole of it goes to the scrollback."""
+_COLOURS = {states.LOADING: "magenta", states.HEARING: "green", states.SPEAKING: "cyan", states.THINKING: "yellow",
+            states.INTERRUPTED: "red", states.MUTED: "red", states.IDLE: "blue", states.LISTENING: "blue"}
 
 
-class TalkView:
-    def __init__(self) -> None:
-        self.state = "listening"
-        self.user = ""
-        self.answer = ""
-        self.latencies: list[float] = []
-        self._live = None
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.live import Live
+def talk_view(keys: str):
+    """The view for this stderr: live on a terminal, plain lines elsewhere."""
+    return LiveView(keys) if sys.stderr.isatty() else LineView()
 
-            self._live = Live(self._render(), console=Console(stderr=True), refresh_per_second=10, transient=False)
 
-    def __enter__(self) -> "TalkView":
-        if self._live is not None:
-            self._live.__enter__()
+class LiveView:
+    """A rich `Live` panel redrawn ten times a second from the state (in rich's refresh thread,
+    so a render reads each changing field once). Nothing else may write to the terminal meanwhile
+    but through this console (the keys are read without echo), or the panel's redraw lands in the
+    wrong place and leaves stale copies above it."""
+
+    def __init__(self, keys: str, console=None) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.keys = keys
+        self.console = console or Console(stderr=True, highlight=False)
+        self._state: TalkState | None = None
+        self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=10, transient=True)
+
+    def __enter__(self) -> "LiveView":
+        self._live.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._live is not None:
-            self._live.__exit__(*exc)
+        self._live.stop()
 
-    def _render(self):
-        from rich.panel import Panel
+    def show(self, state: TalkState) -> None:
+        self._state = state
+
+    def said(self, who: str, text: str, detail: str = "") -> None:
+        """A line of the transcript; a long one wraps under its text, the detail stays whole at the right."""
+        from rich.table import Table
         from rich.text import Text
 
-        body = Text()
-        body.append(f"{self.state}\n", style="bold cyan")
-        if self.user:
-            body.append("you:  ", style="bold")
-            body.append(self.user + "\n")
-        if self.answer:
-            body.append("omni: ", style="bold green")
-            body.append(self.answer + "\n")
-        if self.latencies:
-            body.append(f"last turn: {self.latencies[-1] * 1000:.0f} ms from end of speech to first audio", style="dim")
-        return Panel(body, title="omni talk", subtitle="Ctrl-C to quit")
+        line = Table.grid(expand=True)
+        line.add_column(width=6, no_wrap=True)
+        line.add_column(ratio=1)
+        line.add_column(no_wrap=True, justify="right")
+        line.add_row(Text(f"{who}:", style="bold green" if who == "omni" else "bold"), Text(text),
+                     Text(f"  {detail}" if detail else "", style="dim"))
+        self.console.print(line)
 
-    def _refresh(self) -> None:
-        if self._live is not None:
-            self._live.update(self._render())
-
-    def set_state(self, state: str) -> None:
-        self.state = state
-        self._refresh()
-
-    def heard(self, text: str) -> None:
-        self.user = text
-        if self._live is None:
-            print(f"you:  {text}", file=sys.stderr)
-        self._refresh()
-
-    def answer_delta(self, text: str) -> None:
-        self.answer += text
-        self._refresh()
-
-    def new_answer(self) -> None:
-        self.answer = ""
-        self._refresh()
-
-    def turn_latency(self, seconds: float) -> None:
-        self.latencies.append(seconds)
-        self._refresh()
-
-    def answer_done(self, status: str | None) -> None:
-        if self._live is None:
-            suffix = "" if status in (None, "completed") else f" [{status}]"
-            latency = f" ({self.latencies[-1] * 1000:.0f} ms)" if self.latencies else ""
-            print(f"omni: {self.answer.strip()}{suffix}{latency}", file=sys.stderr)
-        self._refresh()
+    def hint(self, text: str) -> None:
+        self._live.refresh()  # shown in the panel until the next turn
 
     def note(self, text: str) -> None:
         """Something the user should know once (e.g. a fallback omni chose)."""
-        if self._live is not None:
-            self._live.console.print(f"[yellow]omni talk: {text}[/yellow]")
-        else:
-            print(f"omni talk: {text}", file=sys.stderr)
+        self.console.print(f"omni talk: {text}", style="yellow", markup=False)
 
     def problem(self, text: str) -> None:
-        if self._live is not None:
-            self._live.console.print(f"[red]server: {text}[/red]")
-        else:
-            print(f"omni: server error: {text}", file=sys.stderr)
+        self.console.print(f"server: {text}", style="red", markup=False)
+
+    def _render(self):
+        from rich.console import Group
+        from rich.panel import Panel
+        from rich.text import Text
+
+        state = self._state
+        if state is None:
+            return Text("")
+        label = state.label
+        status = Text("● " + label, style=f"bold {_COLOURS.get(label, 'white')}")
+        for badge in state.badges:
+            status.append(f" · {badge}", style="yellow")
+        rows = [status]
+        if state.ready:
+            rows.append(self._meter(state))
+        answer, hint, timing = state.answer, state.hint, state.timing  # once: the loop may change them meanwhile
+        if answer is not None and answer.text.strip():
+            rows.append(Text("omni: ", style="bold green") + Text(self._tail(answer.text.strip())))
+        if hint:
+            rows.append(Text(hint, style="yellow"))
+        if timing is not None:
+            if (headline := timing.headline()) is not None:
+                rows.append(Text(headline, style="bold"))
+            if breakdown := timing.breakdown():
+                rows.append(Text(breakdown, style="dim"))
+        return Panel(Group(*rows), title="omni talk", title_align="left", subtitle=self.keys, subtitle_align="left")
+
+    @staticmethod
+    def _meter(state: TalkState):
+        from rich.text import Text
+
+        if state.muted:
+            return Text("mic  muted", style="red")
+        filled = round(state.level * _METER_CELLS)
+        meter = Text("mic  ")
+        meter.append("█" * filled, style="green")
+        meter.append("░" * (_METER_CELLS - filled), style="dim")
+        if state.recording:
+            meter.append(f"  {state.recorded:4.1f} s", style="bold")
+        return meter
+
+    def _tail(self, text: str) -> str:
+        room = max(20, (self.console.width - 10) * _ANSWER_LINES)
+        return text if len(text) <= room else "…" + text[-room + 1:]
+
+
+class LineView:
+    """Plain lines for a stderr that is not a terminal (a log, a pipe, a test)."""
+
+    def __enter__(self) -> "LineView":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def show(self, state: TalkState) -> None:
+        pass
+
+    def said(self, who: str, text: str, detail: str = "") -> None:
+        print(f"{who}: ".ljust(6) + text + (f" ({detail})" if detail else ""), file=sys.stderr)
+
+    def hint(self, text: str) -> None:
+        print(f"omni talk: {text}", file=sys.stderr)
+
+    def note(self, text: str) -> None:
+        print(f"omni talk: {text}", file=sys.stderr)
+
+    def problem(self, text: str) -> None:
+        print(f"omni: server error: {text}", file=sys.stderr)
 
 
 class EventLog:

@@ -1,13 +1,17 @@
-"""`omni speak --play` on a real (PulseAudio pipe-sink) speaker: what the sink receives is the speech."""
+"""`omni speak --play` on a real (PulseAudio pipe-sink) speaker: what the sink receives is the
+speech, and what a terminal shows meanwhile (rendered by a terminal emulator)."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
+from pty_screen import Terminal
 from pulse import RATE
 from speech_check import trim_silence
 
@@ -70,4 +74,43 @@ def test_ctrl_c_stops_playback_at_once(pulse):
     after = pulse.take_speaker()
     assert code == 130
     assert stopped_after < 5, f"playback went on for {stopped_after:.1f} s after Ctrl-C"
-    assert len(after) == 0 or float(abs(after).max()) < 0.01  # the speaker went quiet
+    # The speaker went quiet: what it played after the last look before Ctrl-C is the few
+    # milliseconds already on their way (speech, if Ctrl-C fell mid-word), not the ~50 s left.
+    loud = np.flatnonzero(abs(after) > 0.01)
+    assert len(loud) == 0 or loud[-1] / RATE < 0.5, f"{loud[-1] / RATE:.2f} s of sound after Ctrl-C"
+
+
+PLAYING = re.compile(r"^playing .* (\d+\.\d) / (\d+\.\d) s$")
+
+
+def test_the_bar_follows_playback_to_the_end_and_a_done_line_stays(pulse):
+    """Four sentences are synthesized in a second or two and play for about fifteen: the bar
+    stays up with the whole total until the last of it is played, then leaves one line. The
+    process is stopped for a second while it plays, which starves the device: the dropout is
+    reported in words, and nothing ALSA prints reaches the screen."""
+    pulse.take_speaker()
+    env = {**os.environ, "OMNI_CONFIG": "/nonexistent/omni.toml", "TERM": "xterm-256color", **pulse.env}
+    term = Terminal([sys.executable, "-m", "omnicli", "speak", " ".join([TEXT] * 4), "--play"], env, cols=100)
+    try:
+        def bar(term):
+            rows = term.lines()
+            return len(rows) == 1 and PLAYING.match(rows[0])
+
+        term.wait_for(lambda term: bar(term) and "synthesizing" not in term.text(), "the bar after synthesis")
+        first = bar(term)
+        played, total = float(first[1]), float(first[2])
+        assert 10 < total < 20
+        term.wait_for(lambda term: bar(term) and float(bar(term)[1]) > played + 1, "the bar moving on")
+        assert bar(term)[2] == first[2]  # the total stands once synthesis is over
+        os.kill(term.pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        os.kill(term.pid, signal.SIGCONT)
+        assert term.wait_exit() == 0
+        rows = term.lines()
+        assert re.fullmatch(rf"played {first[2]} s of audio \(4 sentences\), with \d+ dropouts? where the machine "
+                            "fell behind", rows[0]), rows
+        assert rows == rows[:1]  # no bar left behind, no "ALSA lib ... underrun occurred"
+    finally:
+        term.close()
+    heard = trim_silence(pulse.take_speaker())
+    assert len(heard) / RATE > 10

@@ -1,12 +1,20 @@
-"""Stand-ins for the talk client's edges in the fast tests: a voice the test speaks into, a speaker
-with a device's buffer, an event log to wait on, and a view that keeps quiet."""
+"""Stand-ins for the talk client's edges in the fast tests: a voice the test speaks into (or one
+that talks on its own, in real time), a speaker with a device's buffer (played by the test, or at
+a device's pace), an event log to wait on, views that keep quiet or keep what they were told, and
+readers of the live panel on a pseudo-terminal (`pty_screen.Terminal`)."""
 
 import asyncio
+import re
+import time
 
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.realtime.speakers import FileSpeaker
+from omnicli.realtime.talk import TalkClient, TalkOptions
+from omnicli.realtime.transport import LocalTransport
+
+from scripted import ScriptedEngine
 
 FRAME = SPEECH_RATE * 40 // 1000
 
@@ -16,8 +24,12 @@ class Voice:
 
     def __init__(self) -> None:
         self.frames: asyncio.Queue = asyncio.Queue()
+        self.started = asyncio.Event()
+        """The talk client opened the mic: the session is ready."""
 
-    async def start(self) -> None: ...
+    async def start(self) -> None:
+        self.started.set()
+
     async def stop(self) -> None: ...
 
     def say(self, samples: np.ndarray) -> None:
@@ -87,3 +99,129 @@ class Quiet:
 
     def __getattr__(self, name):
         return lambda *args, **kwargs: None
+
+
+class Recorder(Quiet):
+    """A view that keeps what it was told: finished lines, hints, notes and problems."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.hints: list[str] = []
+        self.problems: list[str] = []
+
+    def said(self, who: str, text: str, detail: str = "") -> None:
+        self.lines.append(f"{who}: {text}")
+
+    def hint(self, text: str) -> None:
+        self.hints.append(text)
+
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+
+
+class LoopedVoice:
+    """A microphone that plays `clip` over and over in real time, 40 ms a frame, from the moment
+    the talk client opens it: a person who keeps talking (or, with silence, one who says nothing)."""
+
+    def __init__(self, clip: np.ndarray) -> None:
+        self.clip = clip
+        self.frames: asyncio.Queue = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._play())
+
+    async def _play(self) -> None:
+        start, n = time.monotonic(), 0
+        while True:
+            for offset in range(0, len(self.clip) - FRAME + 1, FRAME):
+                await asyncio.sleep(max(0.0, start + n * 0.04 - time.monotonic()))
+                self.frames.put_nowait(self.clip[offset:offset + FRAME])
+                n += 1
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+class PacedSpeaker(FileSpeaker):
+    """A speaker that plays at a device's pace: what was written is heard one second per second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._written = 0
+        self._ends_at = 0.0
+
+    @property  # type: ignore[override]
+    def buffered_seconds(self) -> float:
+        return max(0.0, self._ends_at - time.monotonic())
+
+    @property  # type: ignore[override]
+    def played_frames(self) -> int:
+        return self._written - round(self.buffered_seconds * self.device_rate)
+
+    @played_frames.setter
+    def played_frames(self, value: int) -> None:
+        self._written = value
+
+    def write(self, samples: np.ndarray) -> None:
+        self._ends_at = max(self._ends_at, time.monotonic()) + len(samples) / self.device_rate
+        self._written += len(samples)
+
+    def flush(self) -> None:
+        self._written = self.played_frames
+        self._ends_at = 0.0
+
+
+class Talk:
+    """A running TalkClient; `async with Talk(engine, turns) as t`."""
+
+    def __init__(self, engine: ScriptedEngine, turns: str, *, speaker=None, echo_gate: bool = True, transport=None,
+                 view=None) -> None:
+        self.voice, self.log, self.stop = Voice(), Log(), asyncio.Event()
+        self.speaker = speaker or FileSpeaker()
+        self.view = view or Quiet()
+        self.client = TalkClient(transport or LocalTransport(engine), self.voice, self.speaker,
+                                 TalkOptions(turns=turns, echo_gate=echo_gate), self.view, self.log)
+
+    async def __aenter__(self) -> "Talk":
+        """Once the session is ready (the client opened the mic)."""
+        self.task = asyncio.create_task(self.client.run(self.stop))
+        started = asyncio.create_task(self.voice.started.wait())
+        await asyncio.wait([started, self.task], return_when=asyncio.FIRST_COMPLETED)
+        if self.task.done():
+            started.cancel()
+            await self.task  # it failed: say why
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.stop.set()
+        await self.task
+
+
+# ---- the live panel, as a terminal shows it ------------------------------------------------
+
+BORDER = "╭"
+
+
+def borders(term) -> int:
+    return sum(BORDER in line for line in term.lines())
+
+
+def status(term) -> str | None:
+    """The panel's state line, without its border."""
+    line = term.line_with(r"^│ ● ")
+    return line.strip("│ ").removeprefix("● ").strip() if line else None
+
+
+def recorded(term) -> float:
+    """The timer on the panel's mic row (0 when none shows)."""
+    line = term.line_with(r"^│ mic ") or ""
+    found = re.search(r"(\d+\.\d) s", line)
+    return float(found[1]) if found else 0.0
+
+
+def meter(term) -> int:
+    """How many cells of the mic meter are lit."""
+    return (term.line_with(r"^│ mic ") or "").count("█")

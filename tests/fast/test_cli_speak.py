@@ -6,8 +6,10 @@ import io
 import numpy as np
 import pytest
 import soundfile as sf
+from rich.console import Console
 
 from omnicli.cli.main import main
+from omnicli.cli.progress import PlaybackBar, playback_progress
 from omnicli.errors import ServerError
 
 from cli_harness import ScriptedEngines, omni
@@ -159,3 +161,35 @@ def test_an_untranslated_os_error_is_still_one_line(tmp_path):
     result = omni("speak", "Hi", "-o", tmp_path / "x.wav", engines=ScriptedEngines(engine))
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == "omni: error: Permission denied (/models/voice.onnx)\n"
+
+
+class SpeakerClock:
+    """Where a speaker is (frames handed to the device), as audio.player.Player reports it."""
+
+    device_rate = 48000
+    played_frames = 0
+
+
+def drawn(progress) -> str:
+    """The bar's line as a terminal 100 columns wide would show it."""
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    console.print(progress.get_renderable())
+    return " ".join(console.file.getvalue().split())
+
+
+def test_the_playback_bar_counts_seconds_played_of_seconds_made():
+    progress = playback_progress(Console(file=io.StringIO()))
+    speaker = SpeakerClock()
+    bar = PlaybackBar(progress, speaker, characters=200)
+    assert drawn(progress).endswith("0.0 / 0.0 s synthesizing 0%")
+    bar.made(7.4)
+    bar.spoken(80)
+    speaker.played_frames = 48000 * 7 // 10
+    assert drawn(progress).endswith("0.7 / 7.4 s synthesizing 40%")
+    bar.made(7.6)
+    bar.spoken(120)
+    bar.synthesized()
+    speaker.played_frames = 48000 * 12
+    assert drawn(progress).endswith("12.0 / 15.0 s")
+    speaker.played_frames = 48000 * 15 + 4800  # the tail's padding is not speech
+    assert drawn(progress).endswith("━ 15.0 / 15.0 s")

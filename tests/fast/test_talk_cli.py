@@ -1,10 +1,19 @@
-"""`omni talk` refuses files it could not write before the conversation starts: one line, exit 2."""
+"""`omni talk` on the command line: files it could not write are refused before the conversation
+starts (one line, exit 2), and `--vad` picks how turns end."""
 
 import pytest
 
 from omnicli.cli.main import main
+from omnicli.realtime.speakers import FileSpeaker
+from omnicli.realtime.talk import TalkClient, TalkOptions
+from omnicli.realtime.transport import LocalTransport
+from omnicli.realtime.turns import ClientVAD
 
+from cli_harness import ScriptedEngines
+from cli_harness import omni as omni_app
 from realtime_harness import speech_file
+from scripted import ScriptedEngine, answer
+from talk_harness import Log, Quiet, Voice
 
 
 @pytest.fixture(autouse=True)
@@ -42,3 +51,25 @@ def test_transcript_in_an_unwritable_place_fails_with_one_line(capsys, tmp_path)
     assert code == 2
     assert err.strip().splitlines() == [
         f"omni: error: cannot write --transcript {tmp_path / 'a_file' / 'x.jsonl'}: no such folder {tmp_path / 'a_file'}"]
+
+
+def test_vad_smart_ends_turns_with_smart_turn(tmp_path):
+    """`--vad smart`: client VAD whose pauses Smart Turn judges; the spoken question is answered."""
+    engines = ScriptedEngines(ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.5)))
+    said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
+    result = omni_app("talk", "--vad", "smart", "--input-file", speech_file(), "--output-file", said, "--transcript", log,
+                      engines=engines)
+    assert result.exit_code == 0, result.stderr
+    assert "omni: It is noon." in result.stderr
+    assert "omni talk: 1 turn, median" in result.stderr
+    assert said.exists()
+
+
+def test_vad_smart_is_the_semantic_client_detector():
+    client = TalkClient(LocalTransport(ScriptedEngine()), Voice(), FileSpeaker(), TalkOptions(turns="smart"), Quiet(), Log())
+    assert isinstance(client.strategy, ClientVAD) and client.strategy.semantic
+
+
+def test_an_unknown_vad_is_a_usage_error(capsys):
+    code, err = omni(capsys, "talk", "--vad", "sometimes")
+    assert code == 2 and err.strip() == "omni: error: --vad must be 'client', 'smart' or 'server', got 'sometimes'"

@@ -7,32 +7,15 @@ import numpy as np
 import pytest
 
 from omnicli.errors import ServerError
-from omnicli.realtime.speakers import FileSpeaker
-from omnicli.realtime.talk import TalkClient, TalkOptions
 from omnicli.realtime.transport import LocalTransport
 
 from realtime_harness import run, silence, speech
 from scripted import Hold, ScriptedEngine, answer
-from talk_harness import Device, Log, Quiet, Voice
+from talk_harness import FRAME, Device, Talk
 
 
-class Talk:
-    """A running TalkClient; `async with Talk(engine, turns) as t`."""
-
-    def __init__(self, engine: ScriptedEngine, turns: str, *, speaker=None, echo_gate: bool = True, transport=None) -> None:
-        self.voice, self.log, self.stop = Voice(), Log(), asyncio.Event()
-        self.speaker = speaker or FileSpeaker()
-        self.client = TalkClient(transport or LocalTransport(engine), self.voice, self.speaker,
-                                 TalkOptions(turns=turns, echo_gate=echo_gate), Quiet(), self.log)
-
-    async def __aenter__(self) -> "Talk":
-        self.task = asyncio.create_task(self.client.run(self.stop))
-        await self.log.until("out", "session.update")
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self.stop.set()
-        await self.task
+def frames_of(samples: np.ndarray) -> int:
+    return -(-len(samples) // FRAME)
 
 
 def test_push_to_talk_sends_the_turn_and_plays_the_answer():
@@ -42,18 +25,20 @@ def test_push_to_talk_sends_the_turn_and_plays_the_answer():
         async with Talk(engine, "ptt") as t:
             t.client.toggle_push_to_talk()
             await t.log.until("out", "input_audio_buffer.clear")
-            t.voice.say(silence(0.2))
-            await t.log.until("out", "input_audio_buffer.append", 5)
+            t.voice.say(speech())
+            await t.log.until("out", "input_audio_buffer.append", frames_of(speech()))
             t.client.toggle_push_to_talk()
             await t.log.until("in", "response.done")
             return t
 
     t = run(go())
-    assert t.log.kinds("out") == ["session.update", "input_audio_buffer.clear", *["input_audio_buffer.append"] * 5,
+    assert t.log.kinds("out") == ["session.update", "input_audio_buffer.clear",
+                                  *["input_audio_buffer.append"] * frames_of(speech()),
                                   "input_audio_buffer.commit", "response.create"]
     assert t.log.of("out", "session.update")[0]["session"]["audio"]["input"]["turn_detection"] is None
     assert sum(len(s) for s in t.client.said) == t.speaker.played_frames == 12000
-    assert len(t.client.turns) == 1 and t.client.turns[0]["from_commit"] >= 0
+    [turn] = t.client.state.timings
+    assert turn.by_key and turn.waited is not None and turn.asked_at >= turn.started_at
 
 
 def test_a_failing_push_to_talk_toggle_ends_the_conversation_with_its_error():
@@ -89,7 +74,9 @@ def test_client_vad_commits_a_spoken_turn_with_its_preroll():
     # The turn is speech plus the preroll (up to 300 ms) plus the silence VAD waited for: 0.8 s < sent < 2 s.
     assert 0.8 < appended * 0.04 < 2.0
     assert t.log.of("in", "response.done")[0]["response"]["status"] == "completed"
-    assert t.client.turns[0]["from_speech_end"] is not None
+    [turn] = t.client.state.timings
+    assert not turn.by_key and turn.asked_at > turn.started_at  # the wait began at the end of speech, before the commit
+    assert turn.waited is not None
 
 
 async def play_an_answer_and_speak_over_it(t: "Talk", hold: Hold, loudness: float) -> None:

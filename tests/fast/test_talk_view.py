@@ -1,0 +1,350 @@
+"""What `omni talk` shows, driven by what happens: the talk client over the in-memory session and a
+scripted engine tells its `TalkState`; the state follows the speaker, holds input until the session
+is ready, drops turns with no speech, cuts interrupted answers where the listener stopped hearing,
+and times each turn from where the user's wait began. The live panel is rendered as text."""
+
+import asyncio
+import io
+import time
+
+import numpy as np
+import pytest
+
+from omnicli.engine.base import AudioDelta, TextDelta, TranscriptDelta
+from omnicli.realtime import talk_state as states
+from omnicli.realtime.answer_text import Answer
+from omnicli.realtime.latency import TurnTiming, summary
+from omnicli.realtime.talk import TalkClient, TalkOptions
+from omnicli.realtime.talk_state import TalkState
+from omnicli.realtime.transport import LocalTransport
+from omnicli.realtime.view import LiveView
+
+from realtime_harness import run, silence, speech
+from scripted import Hold, ScriptedEngine, answer, tone
+from talk_harness import FRAME, Device, Log, Recorder, Talk, Voice
+
+
+async def until(condition) -> None:
+    """Wait for `condition` (the test's safety timeout bounds it; nothing is timed)."""
+    while not condition():
+        await asyncio.sleep(0.01)
+
+
+def frames_of(samples: np.ndarray) -> int:
+    return -(-len(samples) // FRAME)
+
+
+class Snapshots(Recorder):
+    """A view that also keeps the state's label and badges at the moment each line was said."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: TalkState | None = None
+        self.at_lines: list[tuple[str, list[str]]] = []
+
+    def show(self, state: TalkState) -> None:
+        self.state = state
+
+    def said(self, who: str, text: str, detail: str = "") -> None:
+        super().said(who, text, detail)
+        assert self.state is not None
+        self.at_lines.append((self.state.label, self.state.badges))
+
+
+# ---- the session comes first ---------------------------------------------------------------
+
+
+class SlowToLoad(LocalTransport):
+    """The in-process session while the models load: `open` waits for the test."""
+
+    def __init__(self, engine: ScriptedEngine) -> None:
+        super().__init__(engine)
+        self.loaded = asyncio.Event()
+
+    async def open(self) -> None:
+        await self.loaded.wait()
+        await super().open()
+
+
+def test_nothing_is_heard_and_no_key_acts_until_the_session_is_ready():
+    async def go():
+        voice, log, stop = Voice(), Log(), asyncio.Event()
+        transport = SlowToLoad(ScriptedEngine())
+        client = TalkClient(transport, voice, Device(), TalkOptions(turns="ptt"), Recorder(), log)
+        task = asyncio.create_task(client.run(stop))
+        await asyncio.sleep(0)
+        loading = client.state.label
+        client.toggle_push_to_talk()  # pressed while loading: nothing
+        client.toggle_mute()
+        transport.loaded.set()
+        await voice.started.wait()
+        ready = client.state.label
+        client.toggle_push_to_talk()
+        await until(lambda: client.state.label == states.HEARING)
+        stop.set()
+        await task
+        return loading, ready, client, log
+
+    loading, ready, client, log = run(go())
+    assert loading == states.LOADING and ready == states.IDLE
+    assert not client.mic_muted
+    assert log.kinds("out") == ["session.update", "input_audio_buffer.clear"]  # only the key pressed once ready
+
+
+# ---- push-to-talk: states follow what the speaker plays -------------------------------------
+
+
+def test_push_to_talk_states_follow_the_speaker_not_the_server():
+    engine = ScriptedEngine(chat=[TranscriptDelta("what time is it"), *answer("It is noon.", audio_seconds=0.5)])
+    view = Snapshots()
+
+    async def go():
+        async with Talk(engine, "ptt", speaker=Device(), view=view) as t:
+            s, seen = t.client.state, {}
+            seen["ready"] = s.label
+            t.client.toggle_push_to_talk()
+            await until(lambda: s.label == states.HEARING)
+            t.voice.say(speech())
+            await t.log.until("out", "input_audio_buffer.append", frames_of(speech()))
+            seen["recorded"] = s.recorded
+            t.client.toggle_push_to_talk()
+            await t.log.until("in", "response.done")
+            seen["all audio in, none played"] = s.label
+            seen["waited before playing"] = s.timing.waited
+            t.speaker.play(6000)
+            await until(lambda: s.label == states.SPEAKING)
+            seen["lines while speaking"] = list(view.lines)
+            t.speaker.play(6000)
+            await until(lambda: s.label == states.IDLE)
+            seen["timing"] = s.timing
+            t.client.toggle_push_to_talk()
+            await until(lambda: s.label == states.HEARING)
+            seen["timing after a new turn began"] = s.timing
+            return seen
+
+    seen = run(go())
+    assert seen["ready"] == states.IDLE
+    assert seen["recorded"] == pytest.approx(len(speech()) / 24000)
+    assert seen["all audio in, none played"] == states.THINKING
+    assert seen["waited before playing"] is None
+    assert seen["lines while speaking"] == ["you: what time is it"]  # the answer's line comes once it has played out
+    assert view.lines == ["you: what time is it", "omni: It is noon."]
+    timing = seen["timing"]
+    assert timing.since == "from key press" and timing.headline().endswith("s from key press")
+    assert [stage for stage, _ in timing.stages()] == ["ASR", "thinker", "talker", "playback"]
+    assert seen["timing after a new turn began"] is None
+
+
+def test_a_push_to_talk_turn_without_speech_is_not_sent():
+    engine = ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.5))
+    view = Recorder()
+
+    async def go():
+        async with Talk(engine, "ptt", view=view) as t:
+            t.client.toggle_push_to_talk()
+            await t.log.until("out", "input_audio_buffer.clear")
+            t.voice.say(silence(0.4))
+            await t.log.until("out", "input_audio_buffer.append", 10)
+            t.client.toggle_push_to_talk()
+            await until(lambda: len(view.hints) == 1)
+            t.client.toggle_push_to_talk()  # and a turn with nothing recorded at all
+            t.client.toggle_push_to_talk()
+            await until(lambda: len(view.hints) == 2)
+            return t
+
+    t = run(go())
+    assert view.hints == [states.NOT_CAUGHT, states.NOT_CAUGHT]
+    out = t.log.kinds("out")
+    assert "input_audio_buffer.commit" not in out and "response.create" not in out
+    assert out == ["session.update", "input_audio_buffer.clear", *["input_audio_buffer.append"] * 10,
+                   *["input_audio_buffer.clear"] * 3]  # each turn's start and its drop
+    assert engine.requests == [] and t.client.state.label == states.IDLE and t.client.state.timings == []
+
+
+def test_the_servers_empty_buffer_error_is_said_in_plain_words():
+    view = Recorder()
+
+    async def go():
+        async with Talk(ScriptedEngine(), "ptt", view=view) as t:
+            await t.client.ask(time.monotonic(), by_key=True)  # a commit with nothing appended
+            await t.log.until("in", "error")
+            await until(lambda: view.hints)
+            return t
+
+    t = run(go())
+    assert "buffer is empty" in t.log.of("in", "error")[0]["error"]["message"]
+    assert view.hints == [f"{states.NOT_CAUGHT}: no audio reached the server"] and view.problems == []
+
+
+def test_space_while_muted_says_so_and_records_nothing():
+    view = Recorder()
+
+    async def go():
+        async with Talk(ScriptedEngine(), "ptt", view=view) as t:
+            t.client.toggle_mute()
+            t.client.toggle_push_to_talk()
+            return t, t.client.state.label, t.client.state.badges
+
+    t, label, badges = run(go())
+    assert label == states.MUTED and badges == []
+    assert view.hints == ["the mic is muted: press m to unmute"]
+    assert t.log.kinds("out") == ["session.update"]
+
+
+# ---- voice activity ------------------------------------------------------------------------
+
+
+def test_a_muted_mic_is_heard_as_silence_until_unmuted():
+    engine = ScriptedEngine(chat=answer("Yes.", audio_seconds=0.2))
+
+    async def go():
+        async with Talk(engine, "client") as t:
+            t.client.toggle_mute()
+            t.voice.say(np.concatenate([speech(), silence(0.8)]))
+            while not t.voice.frames.empty():
+                await asyncio.sleep(0)
+            muted = t.client.state.label, t.client.state.level
+            t.client.toggle_mute()
+            t.voice.say(np.concatenate([speech(), silence(0.8)]))
+            await t.log.until("in", "response.done")
+            return t, muted
+
+    t, (label, level) = run(go())
+    assert label == states.MUTED and level == 0.0
+    out = t.log.kinds("out")
+    assert out.count("input_audio_buffer.commit") == 1
+    assert (len(out) - 3) * 0.04 < 2.0  # only the unmuted turn went out
+
+
+def test_an_interrupted_answer_is_cut_where_the_listener_stopped_hearing():
+    hold = Hold()
+    scripts = iter([[TextDelta("one two three four"), AudioDelta(tone(1.0)), TextDelta(" five six."), hold],
+                    answer("Sure.", audio_seconds=0.2)])
+    engine = ScriptedEngine(chat=lambda req: next(scripts), transcripts=["tell me", "stop"])
+    view = Snapshots()
+
+    async def go():
+        async with Talk(engine, "client", speaker=Device(), view=view) as t:
+            t.voice.say(np.concatenate([speech(), silence(0.8)]))
+            await hold.reached.wait()
+            await until(lambda: t.client.state.label == states.THINKING and t.client.state.answer.audio)
+            t.speaker.play(12000)  # half the answer's second of audio heard
+            await until(lambda: t.client.state.label == states.SPEAKING)
+            t.voice.say(np.concatenate([speech(), silence(0.8)]))
+            await t.log.until("out", "conversation.item.truncate")
+            await t.log.until("in", "response.done", 2)
+            return t
+
+    t = run(go())
+    assert view.lines[0].startswith("you: ") and view.lines[1] == "omni: one two —[interrupted]"
+    assert view.at_lines[1] == (states.HEARING, [states.INTERRUPTED])  # the user is heard, the answer marked
+    assert t.log.of("out", "conversation.item.truncate")[0]["audio_end_ms"] == 500
+    assert not t.client.state.interrupted  # the next turn was sent: the mark is history
+    timing = t.client.state.timing
+    assert timing.since == "from end of speech" and timing.stages()[0][0] == "turn end"
+
+
+def test_an_answer_made_in_full_but_still_playing_is_cut_where_heard():
+    """The usual case: the server finished the answer long before the speaker will have played it."""
+    engine = ScriptedEngine(chat=answer("one two three four", audio_seconds=1.0))
+    view = Recorder()
+
+    async def go():
+        async with Talk(engine, "client", speaker=Device(), view=view) as t:
+            t.voice.say(np.concatenate([speech(), silence(0.8)]))
+            await t.log.until("in", "response.done")
+            t.speaker.play(6000)  # a quarter of it heard
+            await until(lambda: t.client.state.label == states.SPEAKING)
+            t.voice.say(np.concatenate([speech(), silence(0.8)]))
+            await t.log.until("in", "conversation.item.truncated")
+            return t
+
+    t = run(go())
+    assert "omni: one —[interrupted]" in view.lines  # a quarter of the 18 characters: "one t", whole words only
+    assert t.log.of("out", "conversation.item.truncate")[0]["audio_end_ms"] == 250
+    assert "response.cancel" not in t.log.kinds("out")  # nothing left to cancel
+
+
+def test_server_vad_turns_show_the_same_states_and_honest_labels():
+    engine = ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.3), transcripts=["what time is it"])
+    view = Snapshots()
+
+    async def go():
+        async with Talk(engine, "server", view=view) as t:
+            t.voice.say(np.concatenate([speech(), silence(1.0)]))
+            await t.log.until("in", "input_audio_buffer.speech_started")
+            await until(lambda: t.client.state.label == states.HEARING)
+            await t.log.until("in", "response.done")
+            await until(lambda: t.client.state.label == states.LISTENING)
+            return t
+
+    t = run(go())
+    assert view.lines == ["you: what time is it", "omni: It is noon."]
+    [timing] = t.client.state.timings
+    assert timing.since == "from end of speech" and timing.waited is not None
+    assert [stage for stage, _ in timing.stages()][0] == "turn end"
+
+
+# ---- the estimate, the figures and the panel -----------------------------------------------
+
+
+@pytest.mark.parametrize("played, done, heard", [
+    (0, False, ""),
+    (12000, False, "one two"),  # half of the 18 characters that came with the audio, whole words only
+    (24000, False, "one two three four"),
+    (12000, True, "one two three"),  # complete: the audio spoke all 29 characters
+    (30000, True, "one two three four five six."),
+])
+def test_the_heard_text_is_the_played_fraction_of_the_text_that_came_with_the_audio(played, done, heard):
+    a = Answer()
+    a.add_text("one two three four")
+    a.add_audio(24000)
+    a.add_text(" five six.")
+    a.done = done
+    assert a.heard(played) == heard
+    assert a.cut_at(played) == (f"{heard} —[interrupted]" if heard else "—[interrupted]")
+
+
+def test_the_summary_counts_turns_in_good_english():
+    one = TurnTiming(10.0, 10.0, by_key=True, first_played_at=10.8)
+    more = [TurnTiming(0.0, 0.5, by_key=False, first_played_at=s) for s in (1.0, 2.0, 3.0)]
+    assert summary([one]) == "1 turn, median 800 ms from key press to first audio"
+    assert summary(more) == "3 turns, median 2000 ms from end of speech to first audio"
+    assert summary([TurnTiming(0.0, 0.5, by_key=False)]) is None  # never heard: not a measured turn
+
+
+def render(state: TalkState, keys: str = "Space talk · m mute · q quit") -> list[str]:
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=90, record=True, color_system=None)
+    view = LiveView(keys, console=console)
+    view.show(state)
+    console.print(view._render())
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
+def test_the_panel_shows_state_meter_timer_and_this_turns_wait():
+    clock = {"now": 0.0}
+    state = TalkState("ptt", Recorder(), clock=lambda: clock["now"])
+    assert "● loading models…" in render(state)[1]
+    state.session_ready()
+    idle = render(state)
+    assert "● press Space to talk" in idle[1] and "mic  " + "░" * 24 in idle[2]
+    assert "Space talk · m mute · q quit" in idle[-1]
+    state.turn_started()
+    for _ in range(25):  # one second of a loud voice
+        state.mic(0.3 * np.sin(np.arange(960) * 0.1).astype(np.float32))
+    hearing = render(state)
+    assert "● hearing you" in hearing[1]
+    assert "█" * 15 in hearing[2] and hearing[2].rstrip(" │").endswith("1.0 s")
+    state.asked(started_at=0.0, by_key=True)
+    for name, at in (("user_text", 0.2), ("answer_text", 0.35), ("answer_audio", 0.6)):
+        clock["now"] = at
+        getattr(state, name)("what time is it" if name == "user_text" else "It is noon." if name == "answer_text" else 2400)
+    clock["now"] = 0.75
+    state.playback(played=240, buffered=0.5)
+    speaking = render(state)
+    assert "● speaking" in speaking[1]
+    assert any("omni: It is noon." in line for line in speaking)
+    assert any("first audio 0.75 s from key press" in line for line in speaking)
+    assert any("ASR 0.20 s · thinker 0.15 s · talker 0.25 s · playback 0.15 s" in line for line in speaking)
