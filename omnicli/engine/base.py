@@ -109,6 +109,10 @@ class ChatDone:
     finish_reason: str = "stop"
     usage: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)
+    marks: dict[str, float] = field(default_factory=dict)
+    """When each step of the answer first happened (time.monotonic()): `request`, `heard`,
+    `first_token`, `first_piece` (first speakable text), `talker_start`, `first_chunk` (its
+    audio ready). A latency timeline; an engine that cannot see a step leaves it out."""
 
 
 ChatDelta = TextDelta | AudioDelta | TranscriptDelta | ChatDone

@@ -8,6 +8,8 @@ error, cancel) stops every stage, the LLM's thread included.
 """
 
 import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -23,6 +25,7 @@ from omnicli.engine.base import (
     TextPart,
     TranscriptDelta,
 )
+from omnicli.engine.cores import PRIORITY
 from omnicli.engine.metrics import StageMetrics, Timer
 from omnicli.engine.sentences import SentenceChunker
 from omnicli.engine.stages import ASRStage, Stages, TalkerStage, ThinkerStage
@@ -55,6 +58,7 @@ async def run_cascade(req: ChatRequest, stages: Stages) -> AsyncIterator[ChatDel
     if req.wants_audio:
         stages.talker.check_voice(req.voice)
     metrics = {"asr": StageMetrics("asr")}
+    marks = {"request": time.monotonic()}
     messages = []
     for message in req.messages:
         texts = []
@@ -67,16 +71,17 @@ async def run_cascade(req: ChatRequest, stages: Stages) -> AsyncIterator[ChatDel
                 texts.append(heard)
         messages.append({"role": message.role, "content": "\n".join(t for t in texts if t)})
     metrics["asr"].finish()
+    marks["heard"] = time.monotonic()
     if not metrics["asr"].audio_seconds:
         del metrics["asr"]
 
     out: asyncio.Queue = asyncio.Queue(_OUTPUT_QUEUE)
     pieces: asyncio.Queue | None = asyncio.Queue(_PIECE_QUEUE) if req.wants_audio else None
     metrics["thinker"] = StageMetrics("thinker")
-    tasks = [asyncio.create_task(_guard(out, "thinker", _think(req, messages, stages.thinker, out, pieces, metrics["thinker"])))]
+    tasks = [asyncio.create_task(_guard(out, "thinker", _think(req, messages, stages.thinker, out, pieces, metrics["thinker"], marks)))]
     if pieces is not None:
         metrics["talker"] = StageMetrics("talker")
-        tasks.append(asyncio.create_task(_guard(out, "talker", _talk(req, stages.talker, pieces, out, metrics["talker"]))))
+        tasks.append(asyncio.create_task(_guard(out, "talker", _talk(req, stages.talker, pieces, out, metrics["talker"], marks))))
 
     text, running = [], len(tasks)
     try:
@@ -108,6 +113,7 @@ async def run_cascade(req: ChatRequest, stages: Stages) -> AsyncIterator[ChatDel
             "total_tokens": prompt_tokens + completion_tokens,
         },
         metrics={name: stage.as_dict() for name, stage in metrics.items()},
+        marks=marks,
     )
 
 
@@ -136,11 +142,12 @@ async def _guard(out: asyncio.Queue, stage: str, work) -> None:
 
 
 async def _think(req: ChatRequest, messages: list[dict], thinker: ThinkerStage, out: asyncio.Queue,
-                 pieces: asyncio.Queue | None, stage: StageMetrics) -> None:
+                 pieces: asyncio.Queue | None, stage: StageMetrics, marks: dict[str, float]) -> None:
     with Timer(stage):
         tokens = thinker.stream(messages, max_tokens=req.max_tokens, temperature=req.temperature)
         try:
             async for piece in tokens:
+                marks.setdefault("first_token", time.monotonic())
                 stage.output()
                 stage.tokens += 1
                 await out.put(TextDelta(piece))
@@ -154,14 +161,19 @@ async def _think(req: ChatRequest, messages: list[dict], thinker: ThinkerStage, 
 
 
 async def _talk(req: ChatRequest, talker: TalkerStage, pieces: asyncio.Queue, out: asyncio.Queue,
-                stage: StageMetrics) -> None:
+                stage: StageMetrics, marks: dict[str, float]) -> None:
     chunker = SentenceChunker()
     while True:
         piece = await pieces.get()
         ready = chunker.flush() if piece is None else chunker.feed(piece)
+        if ready:
+            marks.setdefault("first_piece", time.monotonic())
         for sentence in ready:
-            with Timer(stage):
+            first = "talker_start" not in marks
+            marks.setdefault("talker_start", time.monotonic())
+            with Timer(stage), PRIORITY.urgent_speech() if first else contextlib.nullcontext():
                 chunk = await talker.say(sentence, voice=req.voice, speed=req.speed)
+            marks.setdefault("first_chunk", time.monotonic())
             stage.audio_seconds += chunk.seconds
             stage.output()
             await out.put(AudioDelta(chunk))

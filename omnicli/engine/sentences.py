@@ -1,8 +1,11 @@
 """Split text into sentences, the unit every voice speaks in: the first can play while the
-rest is synthesized, and a long text shows progress one sentence at a time."""
+rest is synthesized, and a long text shows progress one sentence at a time. A streamed answer is
+cut finer where a sentence runs long (`SentenceChunker`)."""
 
 import re
 import textwrap
+import time
+from collections.abc import Callable
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+")
 _MAX_CHARS = 200
@@ -53,22 +56,41 @@ def _pack(parts: list[str], joiner: str, cut) -> list[str]:
     return pieces
 
 
-_FIRST_CUT_MIN_CHARS = 16
+_CLAUSE_MIN_CHARS = 16
+"""The first piece may end at a comma (or ; :) once it is at least this long."""
+_FIRST_WORDS_CHARS = 40
+"""...and at a space once it is this long with no break in sight: about eight words, which a
+two-core thinker writes in ~0.6 s and Piper speaks after ~0.2 s, so first audio never waits for a
+long first sentence."""
+_FIRST_WAIT_SECONDS = 0.5
+"""...and at a space, once it has three words, when the thinker has been writing it this long (a
+thinker slowed by a busy machine): the first audio then comes within a second of the first words."""
+_FIRST_WAIT_WORDS = 3
+_LONG_CLAUSE_CHARS = 80
+_LONG_WORDS_CHARS = 150
+"""Later pieces: a long sentence is cut at a comma past 80 characters and at a space past 150, so
+the next piece is ready before the one playing ends."""
 
 
 class SentenceChunker:
-    """Turns a stream of text pieces (LLM tokens) into whole sentences as soon as each ends.
+    """Turns a stream of text pieces (LLM tokens) into speakable pieces as soon as each ends.
 
-    The very first piece of speech may end at a comma once it is a few words long: the listener
-    hears the answer start sooner, and later sentences are spoken whole.
+    A piece is a sentence, or a clause of a long one: the very first piece ends at a comma once it
+    is a few words long, or at a space after about eight words, so the listener hears the answer
+    start within a second whatever its first sentence; later sentences are spoken whole unless
+    they run long.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._buffer = ""
         self._first = True
+        self._clock = clock
+        self._began: float | None = None
 
     def feed(self, piece: str) -> list[str]:
         self._buffer += piece
+        if self._began is None and self._buffer.strip():
+            self._began = self._clock()
         ready = self._take()
         if ready:
             self._first = False
@@ -81,17 +103,31 @@ class SentenceChunker:
         newline = self._buffer.rfind("\n")
         if newline >= 0 and (boundary is None or newline + 1 > boundary):
             boundary = newline + 1
-        if boundary is None and self._first:
-            for match in _SOFT_BREAK.finditer(self._buffer):
-                if match.start() >= _FIRST_CUT_MIN_CHARS:
-                    boundary = match.end()
-                    break
+        if boundary is None:
+            boundary = self._clause_end()
         if boundary is None:
             if len(self._buffer) <= _MAX_CHARS:
                 return []
             boundary = len(self._buffer)
         done, self._buffer = self._buffer[:boundary], self._buffer[boundary:]
         return split_sentences(done)
+
+    def _clause_end(self) -> int | None:
+        """Where an unfinished sentence may be cut: a break past the clause length, else a space
+        (one followed by more text: the word before it is whole) past the words length."""
+        clause, words = (_CLAUSE_MIN_CHARS, _FIRST_WORDS_CHARS) if self._first else (_LONG_CLAUSE_CHARS, _LONG_WORDS_CHARS)
+        for match in _SOFT_BREAK.finditer(self._buffer):
+            if match.start() >= clause:
+                return match.end()
+        space = self._buffer.rfind(" ")
+        if space >= words and self._buffer[:space].strip():
+            return space + 1
+        if self._first and space > 0 and len(self._buffer[:space].split()) >= _FIRST_WAIT_WORDS and self._waited():
+            return space + 1
+        return None
+
+    def _waited(self) -> bool:
+        return self._began is not None and self._clock() - self._began >= _FIRST_WAIT_SECONDS
 
     def flush(self) -> list[str]:
         rest, self._buffer = self._buffer, ""

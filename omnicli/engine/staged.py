@@ -61,7 +61,7 @@ class StagedEngine(Engine):
 
 
 def embedded_stages(*, llm: str | None = None, asr_model: str | None = None, voice: str | None = None) -> Stages:
-    """The CPU default: Whisper tiny.en hears, SmolLM2 thinks, Piper speaks (or the models named)."""
+    """The CPU default: Whisper tiny.en hears, Qwen2.5 1.5B thinks, Piper speaks (or the models named)."""
     from omnicli.engine.asr import LocalASR
     from omnicli.engine.talker import PiperTalker
     from omnicli.engine.thinker import LlamaThinker

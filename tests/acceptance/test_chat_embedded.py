@@ -1,4 +1,5 @@
-"""The embedded cascade (Whisper -> SmolLM2 -> Piper) through `omni chat` and the engine."""
+"""The embedded cascade (Whisper -> thinker -> Piper) through `omni chat` and the engine. The suite
+runs on SmolLM2 (OMNI_LLM, set in conftest) for speed; the default thinker is checked here too."""
 
 import asyncio
 import json
@@ -39,6 +40,18 @@ def test_spoken_question_is_heard_and_answered_aloud(omni, spoken_question, tmp_
     samples, rate = sf.read(str(answer), dtype="float32")
     assert rate == 24000
     assert judge.wer_of(report["text"], samples, rate) < 0.35
+
+
+def test_the_default_thinker_answers_simple_questions_in_english(omni):
+    """Qwen2.5 1.5B, omni's default: the facts SmolLM2 got wrong or answered in French."""
+    result = omni("chat", "--json", "--temperature", "0", "--max-tokens", "60",
+                  "Answer in one short sentence. What is the capital of France?", env={"OMNI_LLM": ""}, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "paris" in json.loads(result.stdout)["text"].lower()
+    result = omni("chat", "--json", "--temperature", "0", "--max-tokens", "60",
+                  "Answer with the number only. What is 12 times 12?", env={"OMNI_LLM": ""})
+    assert result.returncode == 0, result.stderr
+    assert "144" in json.loads(result.stdout)["text"]
 
 
 def test_text_streams_to_stdout(omni):

@@ -21,6 +21,7 @@ from omnicli.engine.base import (
     Transcript,
     TranscriptDelta,
 )
+from omnicli.engine.cores import PRIORITY, CorePriority
 from omnicli.engine.staged import StagedEngine
 from omnicli.engine.stages import Stages
 from omnicli.errors import UnsupportedError, UsageError
@@ -76,6 +77,8 @@ class Mouth:
     def __init__(self, voices=("joe",)) -> None:
         self.known = voices
         self.said: list[tuple[str, str | None, float]] = []
+        self.urgent: list[bool] = []
+        """Whether the thinker was held back while each piece was spoken."""
 
     def check_voice(self, voice) -> None:
         if voice not in (None, *self.known):
@@ -83,6 +86,7 @@ class Mouth:
 
     async def say(self, text, *, voice, speed) -> AudioChunk:
         self.said.append((text, voice, speed))
+        self.urgent.append(PRIORITY.urgent)
         return AudioChunk(np.full(len(text) * 10, 0.1, np.float32), SPEECH_RATE, text=text)
 
     async def voices(self):
@@ -134,6 +138,43 @@ def test_speech_follows_the_text_piece_by_piece_in_order():
     assert [s[0] for s in mouth.said] == spoken
     assert {(voice, speed) for _, voice, speed in mouth.said} == {("joe", 1.5)}
     assert isinstance(deltas[-1], ChatDone) and set(deltas[-1].metrics) == {"thinker", "talker"}
+
+
+def test_done_carries_the_timeline_of_the_answer_in_order():
+    staged, *_ = engine(["Certainly my friend,", " the sum is four."])
+    done = run(staged.chat(ask("two plus two?", modalities=("text", "audio"))))[-1]
+    marks = done.marks
+    assert list(marks) == ["request", "heard", "first_token", "first_piece", "talker_start", "first_chunk"]
+    assert list(marks.values()) == sorted(marks.values())
+    text_only = run(staged.chat(ask("two plus two?")))[-1]
+    assert list(text_only.marks) == ["request", "heard", "first_token"]
+
+
+def test_only_the_first_piece_of_an_answer_holds_the_thinker_back():
+    staged, _, _, mouth = engine(["Certainly my friend,", " the sum is four.", " Bye."])
+    run(staged.chat(ask("two plus two?", modalities=("text", "audio"))))
+    assert mouth.urgent == [True, False, False]
+    assert not PRIORITY.urgent
+
+
+def test_the_thinker_waits_between_tokens_while_speech_is_urgent():
+    import threading
+
+    cores = CorePriority()
+    passed = threading.Event()
+
+    def thinker() -> None:
+        cores.thinker_turn()
+        passed.set()
+
+    with cores.urgent_speech():
+        worker = threading.Thread(target=thinker)
+        worker.start()
+        worker.join(0.2)
+        assert worker.is_alive() and not passed.is_set()
+    worker.join()
+    assert passed.is_set()
+    cores.thinker_turn()  # nothing urgent: no wait
 
 
 def test_an_audio_part_is_heard_first_and_the_thinker_reads_the_transcript():

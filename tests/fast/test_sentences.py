@@ -32,3 +32,52 @@ def test_the_chunker_hands_over_each_sentence_as_soon_as_it_ends():
     assert chunker.feed(" there. How") == ["Hello there."]
     assert chunker.feed(" are you") == []
     assert chunker.flush() == ["How are you"]
+
+
+def feed_words(chunker: SentenceChunker, text: str) -> list[tuple[int, str]]:
+    """Feed `text` a word at a time, as a thinker writes it; (words fed, piece) as pieces come."""
+    out = []
+    for n, word in enumerate(text.split(" "), start=1):
+        out.extend((n, piece) for piece in chunker.feed(word if n == 1 else " " + word))
+    out.extend((n, piece) for piece in chunker.flush())
+    return out
+
+
+def test_the_first_piece_ends_at_a_comma_once_it_is_a_few_words_long():
+    pieces = feed_words(SentenceChunker(), "Well, the capital of France, as you know, is Paris.")
+    assert [p for _, p in pieces] == ["Well, the capital of France,", "as you know, is Paris."]
+
+
+def test_a_long_first_sentence_without_breaks_is_cut_after_about_eight_words():
+    text = ("The quick brown fox jumps over the lazy dog while the farmer watches from the porch "
+            "and wonders why nobody ever fixed the gate.")
+    pieces = feed_words(SentenceChunker(), text)
+    first_at, first = pieces[0]
+    assert first == "The quick brown fox jumps over the lazy dog"  # 43 characters, whole words
+    assert first_at == 10  # handed over as the tenth word arrived, not at the sentence's end
+    assert " ".join(p for _, p in pieces) == text
+
+
+def test_later_sentences_stay_whole_unless_they_run_long():
+    short = "First one. Then a second sentence, with a comma, that is spoken whole."
+    assert [p for _, p in feed_words(SentenceChunker(), short)] == [
+        "First one.", "Then a second sentence, with a comma, that is spoken whole."]
+    long = ("Yes. The river flows through seven countries before it reaches the sea, and along the way it "
+            "feeds farms, cities and forests that depend on it for water every single day of the year.")
+    pieces = [p for _, p in feed_words(SentenceChunker(), long)]
+    assert pieces[0] == "Yes."
+    assert pieces[1] == "The river flows through seven countries before it reaches the sea, and along the way it feeds farms,"
+    assert all(len(p) <= 200 for p in pieces) and " ".join(pieces) == long
+
+
+def test_a_slow_first_piece_is_handed_over_after_half_a_second_once_it_has_three_words():
+    now = [0.0]
+    chunker = SentenceChunker(clock=lambda: now[0])
+    assert chunker.feed("The") == []
+    now[0] = 0.3
+    assert chunker.feed(" old lighthouse") == []
+    now[0] = 0.6  # waited long enough: cut before the last word, which may not be whole yet
+    assert chunker.feed(" keep") == ["The old lighthouse"]
+    now[0] = 5.0  # later pieces never wait on the clock
+    assert chunker.feed("er walked slowly down") == []
+    assert chunker.flush() == ["keeper walked slowly down"]

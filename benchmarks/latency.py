@@ -1,0 +1,243 @@
+"""Where each millisecond of a spoken answer goes: a per-turn timeline, on two cores.
+
+    python benchmarks/latency.py                    # talk in process, chat, serve at 1/4/8 sessions
+    python benchmarks/latency.py --llm qwen-1.5b    # the default thinker instead of SmolLM2
+    python benchmarks/latency.py --parts talk chat  # a subset
+
+talk: ten spoken questions, headless, the session in process, twice: turns ended by client VAD
+(500 ms of silence) and by Smart Turn (`--vad smart`). Per turn, from the commit: transcript ready (ASR), first token, first speakable text,
+talker start, first chunk synthesized, first audio delta out of the session, first sample handed
+to the speaker (headless: the same moment); each step's p50/p90 measured from the commit.
+chat: the same questions typed, `omni chat`'s engine call, request -> each step.
+serve: `omni serve` on 127.0.0.1 and 1, 4 and 8 concurrent headless `omni talk` sessions over
+WebSockets, each speaking all the questions; commit -> first audio and end of speech -> first
+sample, p50/p90, and answers per minute (so a latency win is not paid for with throughput).
+Goals (issue 15): commit -> first audio p50 <= 350 ms; end of speech -> first sample p50 <= 600 ms
+with semantic turns (benchmarks/turns.py measures how often those cut a sentence).
+"""
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from omnicli.bench.scoring import percentile
+
+QUESTIONS = [
+    "How many days are there in a week?", "What do cats like to eat?", "What color is the sky?",
+    "Is it cold in winter?", "What is two plus two?", "Where do fish live?", "What do bees make?",
+    "How many legs does a spider have?", "What is the opposite of hot?", "Can birds fly?",
+]
+STEPS = ["heard", "first_token", "first_piece", "talker_start", "first_chunk"]
+NAMES = {"heard": "transcript ready (ASR)", "first_token": "first token", "first_piece": "first speakable text",
+         "talker_start": "talker start", "first_chunk": "first chunk synthesized",
+         "delta": "first audio delta out", "played": "first sample to the speaker"}
+
+
+def row(name: str, values: list[float], goal: str = "") -> str:
+    if not values:
+        return f"{name:<44}{'-':>8}{'-':>8}"
+    return f"{name:<44}{percentile(values, .5) * 1000:>8.0f}{percentile(values, .9) * 1000:>8.0f}   {goal}"
+
+
+def recording(engine):
+    """The engine, with every answer's timeline (ChatDone.marks) kept in order."""
+    from omnicli.engine.base import ChatDone
+
+    marks: list[dict] = []
+    chat = engine.chat
+
+    async def timed(request):
+        async for delta in chat(request):
+            if isinstance(delta, ChatDone):
+                marks.append(delta.marks)
+            yield delta
+
+    engine.chat = timed
+    return marks
+
+
+class Timeline:
+    """The talk client's event log, kept as absolute monotonic times (the engine's clock)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, str, str]] = []
+
+    def write(self, direction: str, event: dict) -> None:
+        self.events.append((time.monotonic(), direction, event.get("type", "")))
+
+    def close(self) -> None:
+        pass
+
+
+class Quiet:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+def dialog(engine, work: Path) -> Path:
+    from omnicli.engine.base import SpeechRequest
+
+    async def speak(text):
+        return np.concatenate([c.samples async for c in engine.speech(SpeechRequest(text=text))])
+
+    gap = np.zeros(24000 * 4, dtype=np.float32)
+    audio = np.concatenate([x for q in QUESTIONS for x in (asyncio.run(speak(q)), gap)])
+    path = work / "dialog.wav"
+    sf.write(path, audio, 24000)
+    return path
+
+
+def talk_timeline(llm: str, work: Path, turns: str) -> None:
+    from omnicli.engine.staged import embedded_engine
+    from omnicli.realtime.sources import FileVoice
+    from omnicli.realtime.speakers import FileSpeaker
+    from omnicli.realtime.talk import TalkClient, TalkOptions
+    from omnicli.realtime.transport import LocalTransport
+
+    engine = embedded_engine(llm=llm)
+    wav = dialog(engine, work)
+    marks = recording(engine)
+    log = Timeline()
+    client = TalkClient(LocalTransport(engine), FileVoice(str(wav)), FileSpeaker(), TalkOptions(turns=turns), Quiet(), log)
+    asyncio.run(client.run(asyncio.Event()))
+
+    commits = [t for t, d, kind in log.events if d == "out" and kind == "input_audio_buffer.commit"]
+    deltas = [t for t, d, kind in log.events if d == "in" and kind == "response.output_audio.delta"]
+    steps: dict[str, list[float]] = {step: [] for step in [*STEPS, "delta", "played"]}
+    for commit, answer in zip(commits, marks, strict=False):
+        for step in STEPS:
+            if step in answer:
+                steps[step].append(answer[step] - commit)
+        first = next((t for t in deltas if t > commit), None)
+        if first is not None:
+            steps["delta"].append(first - commit)
+            steps["played"].append(first - commit)  # headless: heard the moment it arrives
+    speech_end = [t.waited for t in client.state.timings if t.waited is not None]
+    rule = "500 ms of silence" if turns == "client" else "Smart Turn (semantic, auto)"
+    print(f"\ntalk, in process, {llm}, turns end by {rule}: {len(commits)} turns; ms from the commit")
+    print(f"{'step':<44}{'p50':>8}{'p90':>8}")
+    for step, values in steps.items():
+        print(row("  " + NAMES[step], values, "goal p50 <= 350" if step == "played" else ""))
+    print(row("end of speech -> first sample", speech_end, "goal p50 <= 600 with semantic turns"))
+
+
+def chat_timeline(llm: str) -> None:
+    from omnicli.engine.base import AudioDelta, ChatDone, ChatRequest, Message, TextPart
+    from omnicli.engine.staged import embedded_engine
+    from omnicli.realtime.settings import DEFAULT_INSTRUCTIONS
+
+    engine = embedded_engine(llm=llm)
+    asyncio.run(engine.preload())
+    steps: dict[str, list[float]] = {step: [] for step in [*STEPS, "delta"]}
+
+    async def ask(question: str) -> None:
+        request = ChatRequest([Message("system", [TextPart(DEFAULT_INSTRUCTIONS)]), Message("user", [TextPart(question)])],
+                              modalities=("text", "audio"), max_tokens=120, temperature=0.0)
+        first_audio = None
+        async for delta in engine.chat(request):
+            if isinstance(delta, AudioDelta) and first_audio is None:
+                first_audio = time.monotonic()
+            elif isinstance(delta, ChatDone):
+                for step in STEPS:
+                    if step in delta.marks:
+                        steps[step].append(delta.marks[step] - delta.marks["request"])
+                if first_audio is not None:
+                    steps["delta"].append(first_audio - delta.marks["request"])
+
+    asyncio.run(ask("Say hi."))  # warm
+    for key in steps:
+        steps[key].clear()
+    for question in QUESTIONS:
+        asyncio.run(ask(question))
+    print(f"\nchat, in process, {llm}: {len(QUESTIONS)} typed questions; ms from the request")
+    print(f"{'step':<44}{'p50':>8}{'p90':>8}")
+    for step, values in steps.items():
+        print(row("  " + NAMES[step].replace("first audio delta out", "first audio to the caller"), values))
+
+
+def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
+    """omni serve, and N concurrent headless `omni talk` processes over its WebSocket."""
+    import json
+    import os
+    import socket
+
+    import httpx
+
+    from omnicli.engine.staged import embedded_engine
+
+    wav = work / "dialog.wav"
+    if not wav.exists():
+        dialog(embedded_engine(llm=llm), work)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "OMNI_LLM": llm}
+    server = subprocess.Popen([sys.executable, "-m", "omnicli", "serve", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        print(f"\nserve, {llm}: N concurrent headless talk sessions over WebSockets, {len(QUESTIONS)} questions each")
+        print(f"{'sessions':<10}{'commit->audio p50':>19}{'p90':>7}{'speech end->sample p50':>24}{'p90':>7}{'answers/min':>13}")
+        for n in levels:
+            started = time.monotonic()
+            procs = []
+            for k in range(n):
+                log = work / f"events-{n}-{k}.jsonl"
+                procs.append((log, subprocess.Popen(
+                    [sys.executable, "-m", "omnicli", "talk", "--server", url, "--vad", "client", "--input-file", str(wav),
+                     "--output-file", str(work / f"out-{n}-{k}.wav"), "--transcript", str(log)],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+            commit_to_audio, answers = [], 0
+            for log, proc in procs:
+                proc.wait()
+                events = [json.loads(line) for line in open(log)]
+                commit = None
+                for e in events:
+                    kind = e["event"].get("type")
+                    if e["dir"] == "out" and kind == "input_audio_buffer.commit":
+                        commit = e["t"]
+                    elif e["dir"] == "in" and kind == "response.output_audio.delta" and commit is not None:
+                        commit_to_audio.append(e["t"] - commit)
+                        answers += 1
+                        commit = None
+            minutes = (time.monotonic() - started) / 60
+            speech_end = [c + 0.5 for c in commit_to_audio]  # client VAD commits after 500 ms of silence
+            print(f"{n:<10}{percentile(commit_to_audio, .5) * 1000:>16.0f} ms{percentile(commit_to_audio, .9) * 1000:>7.0f}"
+                  f"{percentile(speech_end, .5) * 1000:>21.0f} ms{percentile(speech_end, .9) * 1000:>7.0f}{answers / minutes:>13.1f}")
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llm", default="smollm2", help="thinker (default smollm2, the one issue 15 was measured on)")
+    parser.add_argument("--parts", nargs="+", default=["talk", "chat", "serve"], choices=["talk", "chat", "serve"])
+    parser.add_argument("--sessions", default="1,4,8", help="serve: concurrent sessions per level")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="omni-latency-"))
+    if "talk" in args.parts:
+        talk_timeline(args.llm, work, "client")
+        talk_timeline(args.llm, work, "smart")
+    if "chat" in args.parts:
+        chat_timeline(args.llm)
+    if "serve" in args.parts:
+        serve_sessions(args.llm, work, [int(n) for n in args.sessions.split(",")])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Who gets the CPU cores when the thinker and the talker both want them.
+
+On two cores the listener waits on one thing only: the first audio of an answer. Piper speaks
+a short first piece in ~120 ms alone and ~300 ms beside a generating LLM thread (measured), so
+while an answer's first piece is synthesized the thinker pauses between two tokens; the text it
+would have written meanwhile is not needed until that first piece has played. A pause is capped,
+so a talker that never finishes cannot starve the thinker.
+"""
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_MAX_PAUSE_SECONDS = 2.0
+
+
+class CorePriority:
+    def __init__(self) -> None:
+        self._urgent = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def urgent_speech(self) -> Iterator[None]:
+        """While this is held, `thinker_turn` waits."""
+        with self._changed:
+            self._urgent += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._urgent -= 1
+                self._changed.notify_all()
+
+    def thinker_turn(self) -> None:
+        """Called by the thinker's thread before each token: returns at once unless speech is urgent."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._urgent == 0, timeout=_MAX_PAUSE_SECONDS)
+
+    @property
+    def urgent(self) -> bool:
+        return self._urgent > 0
+
+
+PRIORITY = CorePriority()
+"""One per process: the in-process stages share the machine's cores."""
