@@ -85,7 +85,9 @@ def test_speak_spreads_the_pieces_of_a_long_text(tmp_path):
     result = omni("speak", "-f", text, "--max-chars", "20", "-o", out, "--server", f"{A},{B}", engines=HostEngines(hosts))
     assert result.exit_code == 0, result.stderr
     assert result.stderr == f"wrote {out} (1.0 s, wav, 24000 Hz)\n"
-    assert collections.Counter(hosts.served("/v1/audio/speech")) == {"a": 2, "b": 2}
+    served = collections.Counter(hosts.served("/v1/audio/speech"))
+    # Three pieces are in flight at a time; which server frees up first for the fourth is a race.
+    assert sum(served.values()) == 4 and served["a"] >= 1 and served["b"] >= 1
 
 
 def test_transcribe_hears_a_file_per_server_at_once_and_writes_them_in_order(tmp_path):
@@ -96,8 +98,10 @@ def test_transcribe_hears_a_file_per_server_at_once_and_writes_them_in_order(tmp
         files[-1].write_bytes(encode(tone(0.5).samples, 24000, AudioFormat.WAV))
     result = omni("transcribe", *files, "--server", A, "--server", B, engines=HostEngines(hosts))
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.splitlines() == [f"{files[0]}: heard by a", f"{files[1]}: heard by b", f"{files[2]}: heard by a"]
-    assert hosts.served("/v1/audio/transcriptions") == ["a", "b", "a"]
+    served = hosts.served("/v1/audio/transcriptions")
+    # One file per server at a time: the third goes to whichever finishes first (a race).
+    assert served[:2] == ["a", "b"] and served[2] in ("a", "b")
+    assert result.stdout.splitlines() == [f"{files[0]}: heard by a", f"{files[1]}: heard by b", f"{files[2]}: heard by {served[2]}"]
 
 
 def test_chat_turns_take_turns_and_a_dead_server_is_one_warning():
