@@ -26,14 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+from talk import QUESTIONS  # benchmarks/talk.py: the same ten spoken questions
 
 from omnicli.bench.scoring import percentile
 
-QUESTIONS = [
-    "How many days are there in a week?", "What do cats like to eat?", "What color is the sky?",
-    "Is it cold in winter?", "What is two plus two?", "Where do fish live?", "What do bees make?",
-    "How many legs does a spider have?", "What is the opposite of hot?", "Can birds fly?",
-]
 STEPS = ["heard", "first_token", "first_piece", "talker_start", "first_chunk"]
 NAMES = {"heard": "transcript ready (ASR)", "first_token": "first token", "first_piece": "first speakable text",
          "talker_start": "talker start", "first_chunk": "first chunk synthesized",

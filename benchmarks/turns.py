@@ -17,15 +17,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from talk import QUESTIONS  # benchmarks/talk.py: the same ten spoken questions
 
 from omnicli.bench.scoring import percentile
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "sentences_dev.txt"
-QUESTIONS = [
-    "How many days are there in a week?", "What do cats like to eat?", "What color is the sky?",
-    "Is it cold in winter?", "What is two plus two?", "Where do fish live?", "What do bees make?",
-    "How many legs does a spider have?", "What is the opposite of hot?", "Can birds fly?",
-]
 RATE = 24000
 FRAME = 960  # 40 ms
 PAUSE_S = 0.4
