@@ -29,6 +29,7 @@ import soundfile as sf
 from talk import QUESTIONS  # benchmarks/talk.py: the same ten spoken questions
 
 from omnicli.bench.scoring import percentile
+from omnicli.realtime.loop_lag import LoopLag
 
 STEPS = ["heard", "first_token", "first_piece", "talker_start", "first_chunk"]
 NAMES = {"heard": "transcript ready (ASR)", "first_token": "first token", "first_piece": "first speakable text",
@@ -102,12 +103,26 @@ def talk_timeline(llm: str, work: Path, turns: str) -> None:
     marks = recording(engine)
     log = Timeline()
     client = TalkClient(LocalTransport(engine), FileVoice(str(wav)), FileSpeaker(), TalkOptions(turns=turns), Quiet(), log)
-    asyncio.run(client.run(asyncio.Event()))
+    lag = LoopLag()
+
+    async def talk() -> None:
+        probe = asyncio.create_task(lag.run())
+        try:
+            await client.run(asyncio.Event())
+        finally:
+            probe.cancel()
+
+    asyncio.run(talk())
 
     commits = [t for t, d, kind in log.events if d == "out" and kind == "input_audio_buffer.commit"]
     deltas = [t for t, d, kind in log.events if d == "in" and kind == "response.output_audio.delta"]
     steps: dict[str, list[float]] = {step: [] for step in [*STEPS, "delta", "played"]}
-    for commit, answer in zip(commits, marks, strict=False):
+    for answer in marks:
+        # The commit this answer is for: the last one before its request (a turn whose answer was
+        # cancelled by the next one leaves a commit without a finished answer).
+        commit = max((t for t in commits if t <= answer["request"]), default=None)
+        if commit is None:
+            continue
         for step in STEPS:
             if step in answer:
                 steps[step].append(answer[step] - commit)
@@ -117,11 +132,21 @@ def talk_timeline(llm: str, work: Path, turns: str) -> None:
             steps["played"].append(first - commit)  # headless: heard the moment it arrives
     speech_end = [t.waited for t in client.state.timings if t.waited is not None]
     rule = "500 ms of silence" if turns == "client" else "Smart Turn (semantic, auto)"
-    print(f"\ntalk, in process, {llm}, turns end by {rule}: {len(commits)} turns; ms from the commit")
+    print(f"\ntalk, in process, {llm}, turns end by {rule}: {len(commits)} turns, {len(marks)} answers; ms from the commit")
     print(f"{'step':<44}{'p50':>8}{'p90':>8}")
     for step, values in steps.items():
         print(row("  " + NAMES[step], values, "goal p50 <= 350" if step == "played" else ""))
     print(row("end of speech -> first sample", speech_end, "goal p50 <= 600 with semantic turns"))
+    print(lag_line("event loop (session + client)", lag.lags))
+
+
+def lag_line(name: str, lags: list[float]) -> str:
+    """How late a 20 ms timer woke: what blocked the event loop, if anything did."""
+    if not lags:
+        return f"{name}: no wakes measured"
+    late = sum(1 for x in lags if x >= 0.02)
+    return (f"{name}: lag p50 {percentile(lags, .5) * 1000:.1f} ms, p99 {percentile(lags, .99) * 1000:.1f} ms, "
+            f"max {max(lags) * 1000:.0f} ms; {late} of {len(lags)} wakes >= 20 ms late")
 
 
 def chat_timeline(llm: str) -> None:
@@ -188,7 +213,9 @@ def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
             time.sleep(0.5)
         print(f"\nserve, {llm}: N concurrent headless talk sessions over WebSockets, {len(QUESTIONS)} questions each")
         print(f"{'sessions':<10}{'commit->audio p50':>19}{'p90':>7}{'speech end->sample p50':>24}{'p90':>7}{'answers/min':>13}")
+        lag_rows = []
         for n in levels:
+            before = loop_lag_buckets(url)
             started = time.monotonic()
             procs = []
             for k in range(n):
@@ -214,9 +241,29 @@ def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
             speech_end = [c + 0.5 for c in commit_to_audio]  # client VAD commits after 500 ms of silence
             print(f"{n:<10}{percentile(commit_to_audio, .5) * 1000:>16.0f} ms{percentile(commit_to_audio, .9) * 1000:>7.0f}"
                   f"{percentile(speech_end, .5) * 1000:>21.0f} ms{percentile(speech_end, .9) * 1000:>7.0f}{answers / minutes:>13.1f}")
+            after = loop_lag_buckets(url)
+            lag_rows.append((n, {le: after[le] - before.get(le, 0) for le in after}))
+        print("server event loop (omni_event_loop_lag_seconds): wakes of a 20 ms timer, how late")
+        for n, counts in lag_rows:
+            total = counts["+Inf"] or 1
+            late = {le: (total - counts[le]) / total for le in ("0.02", "0.05", "0.1")}
+            print(f"  {n} session(s): {total:.0f} wakes; later than 20 ms {late['0.02']:.2%}, 50 ms {late['0.05']:.2%}, "
+                  f"100 ms {late['0.1']:.2%}")
     finally:
         server.terminate()
         server.wait(30)
+
+
+def loop_lag_buckets(url: str) -> dict[str, float]:
+    """The server's event-loop lag histogram: cumulative wakes per bucket (`le`) so far."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url + "/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        if family.name == "omni_event_loop_lag_seconds":
+            return {sample.labels["le"]: sample.value for sample in family.samples if sample.name.endswith("_bucket")}
+    return {}
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ packages into the cache once), a CTranslate2 model directory, or a model name fa
 fetch where the machine has a network.
 """
 
+import asyncio
 import functools
 import threading
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 from omnicli.audio.pcm import resample
 from omnicli.engine import packaged
 from omnicli.engine.base import Transcript
+from omnicli.engine.cores import THREADS
 from omnicli.engine.workers import ModelQueue
 from omnicli.errors import OmniError, UsageError
 
@@ -72,7 +74,8 @@ class WhisperASR:
                 self.source = resolve_asr_model(self.model_name)
                 compute_type = "int8" if self.device == "cpu" else "float16"
                 try:
-                    self._model = WhisperModel(self.source, device=self.device, compute_type=compute_type)
+                    self._model = WhisperModel(self.source, device=self.device, compute_type=compute_type,
+                                               cpu_threads=THREADS.asr)
                 except (RuntimeError, OSError, ValueError) as exc:
                     raise OmniError(f"cannot load the ASR model {self.source}: {exc}") from exc
             return self._model
@@ -133,7 +136,7 @@ class LocalASR:
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
         words: bool = False,
     ) -> Transcript:
-        audio = resample(samples, rate, ASR_RATE)
+        audio = await asyncio.to_thread(resample, samples, rate, ASR_RATE)  # a long file: seconds of CPU, off the loop
         return await self._queue.run(functools.partial(self.whisper.transcribe, audio, language, quick=quick, words=words))
 
     async def preload(self) -> None:

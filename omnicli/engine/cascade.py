@@ -119,7 +119,7 @@ async def run_cascade(req: ChatRequest, stages: Stages) -> AsyncIterator[ChatDel
 
 async def _hear(asr: ASRStage, part: AudioPart, stage: StageMetrics) -> str:
     try:
-        samples, rate = decode(part.data)
+        samples, rate = await asyncio.to_thread(decode, part.data)  # an mp3 takes a while: off the loop
     except ValueError as exc:
         raise UsageError(f"the attached {part.format} audio cannot be decoded: {exc}") from exc
     with Timer(stage):

@@ -7,9 +7,11 @@ would have written meanwhile is not needed until that first piece has played. A 
 so a talker that never finishes cannot starve the thinker.
 """
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 _MAX_PAUSE_SECONDS = 2.0
 
@@ -43,3 +45,34 @@ class CorePriority:
 
 PRIORITY = CorePriority()
 """One per process: the in-process stages share the machine's cores."""
+
+
+@dataclass(frozen=True)
+class ThreadBudget:
+    """Threads per stage, decided together rather than by each library's default. The stages of
+    one turn mostly run one after another (hear, then think while speaking), so each may use
+    every core, except the thinker's token loop, which runs beside the talker for the whole
+    answer and keeps one core free for it (prompt reading, before any speech, takes all).
+    Silero and Smart Turn (audio/vad.py, audio/smart_turn.py) take one thread each: they run
+    on every 32 ms of microphone audio, beside everything else."""
+
+    cores: int
+
+    @property
+    def thinker(self) -> int:
+        return max(1, self.cores - 1)
+
+    @property
+    def thinker_prompt(self) -> int:
+        return self.cores
+
+    @property
+    def talker(self) -> int:
+        return self.cores
+
+    @property
+    def asr(self) -> int:
+        return self.cores
+
+
+THREADS = ThreadBudget(os.cpu_count() or 2)

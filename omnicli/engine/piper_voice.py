@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from omnicli.engine.base import Voice
+from omnicli.engine.cores import THREADS
 from omnicli.errors import UsageError
 
 DEFAULT_VOICE = "joe"
@@ -85,6 +86,7 @@ def _onnx_session(path: Path):
 
     options = onnxruntime.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.intra_op_num_threads = THREADS.talker
     return onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
 

@@ -24,8 +24,8 @@ class PiperTalker:
     async def say(self, text: str, *, voice: str | None, speed: float) -> AudioChunk:
         model = piper_voice.resolve_voice(voice or self.default_voice)
         loaded = await asyncio.to_thread(piper_voice.load, model)
-        samples, rate = await self._queue.run(piper_voice.synthesize, loaded, text, speed)
-        return AudioChunk(resample(samples, rate, SPEECH_RATE), SPEECH_RATE, text=text)
+        samples = await self._queue.run(_synthesize, loaded, text, speed)
+        return AudioChunk(samples, SPEECH_RATE, text=text)
 
     async def voices(self) -> list[Voice]:
         return piper_voice.embedded_voices()
@@ -35,3 +35,9 @@ class PiperTalker:
 
     def source(self) -> str | None:
         return ", ".join(str(path) for path in piper_voice.loaded_paths()) or None
+
+
+def _synthesize(loaded, text: str, speed: float):
+    """Piper's audio at 24 kHz; all of it in the worker thread, none on the event loop."""
+    samples, rate = piper_voice.synthesize(loaded, text, speed)
+    return resample(samples, rate, SPEECH_RATE)

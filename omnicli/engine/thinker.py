@@ -7,14 +7,13 @@ requests queue in arrival order. Closing the stream stops the generation between
 """
 
 import asyncio
-import os
 import threading
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 
 from omnicli.config import thinker_setting
 from omnicli.engine import packaged
-from omnicli.engine.cores import PRIORITY
+from omnicli.engine.cores import PRIORITY, THREADS
 from omnicli.engine.workers import ModelQueue
 from omnicli.errors import ContextWindowError, OmniError, UsageError
 
@@ -61,8 +60,8 @@ class LlamaThinker:
                     self._llm = Llama(
                         model_path=str(self._source),
                         n_ctx=self.context,
-                        n_threads=max(1, (os.cpu_count() or 2) - 1),
-                        n_threads_batch=os.cpu_count() or 2,
+                        n_threads=THREADS.thinker,
+                        n_threads_batch=THREADS.thinker_prompt,
                         use_mmap=False,  # measured: ~600 MiB less resident for a 1.5B model
                         verbose=False,
                     )

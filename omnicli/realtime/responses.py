@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import (
     DEFAULT_MAX_TOKENS,
@@ -31,6 +32,9 @@ from omnicli.realtime.settings import SessionSettings
 log = logging.getLogger("omni")
 
 REALTIME_TEMPERATURE = 0.0  # greedy: small embedded models drift (into French, into lists) when hotter
+AUDIO_DELTA_SAMPLES = SPEECH_RATE // 10
+"""A synthesized piece goes out as 100 ms deltas: the client can start playing, and a barge-in
+can stop, without a whole sentence's frame (seconds of audio) in the way."""
 
 Emit = Callable[..., Awaitable[None]]
 
@@ -153,12 +157,18 @@ class Response:
                     await self.emit(kind, **ids, content_index=0, delta=piece)
                 case AudioDelta(chunk=chunk):
                     self._spoke = True
-                    item.audio_samples += len(chunk.samples)
-                    item.spoken.append((item.audio_samples, chunk.text or ""))
-                    delta_b64 = base64.b64encode(float_to_pcm16(chunk.samples)).decode()
-                    await self.emit("response.output_audio.delta", **ids, content_index=0, delta=delta_b64)
+                    item.spoken.append((item.audio_samples + len(chunk.samples), chunk.text or ""))
+                    await self._send_audio(float_to_pcm16(chunk.samples))
                 case ChatDone(usage=usage):
                     self._usage = usage
+
+    async def _send_audio(self, pcm: bytes) -> None:
+        """One piece as 100 ms deltas; the item counts only the audio actually sent."""
+        step = 2 * AUDIO_DELTA_SAMPLES
+        for start in range(0, len(pcm), step):
+            part = pcm[start:start + step]
+            await self.emit("response.output_audio.delta", **self._ids, content_index=0, delta=base64.b64encode(part).decode())
+            self.item.audio_samples += len(part) // 2
 
 
 def _part_event(part: dict) -> dict:

@@ -26,6 +26,10 @@ from omnicli.realtime.talk_state import TalkState
 from omnicli.realtime.turns import ClientVAD, PushToTalk, ServerVAD, Turns
 
 _ECHO_MARGIN = 2.0  # the user must be this much louder than the playback to get through
+_ECHO_LEVEL_SECONDS = 9.0
+"""The playback level the echo gate compares with is learnt over this many seconds of answer
+(an exponential average weighted by duration, so it does not depend on how the server slices
+its audio deltas): the user's first words over an answer get through easily."""
 _QUIET_SECONDS = 1.5  # headless: a busy server may still be reporting on audio it was sent
 _GREETING_SECONDS = 1.5
 """A GA server greets with session.created at once; one that stays silent is vLLM-Omni's legacy
@@ -383,7 +387,8 @@ class TalkClient:
             self._answer_mark = self.speaker.played_frames + int(self.speaker.buffered_seconds * self.speaker.device_rate)
             self._answer_samples = 0
         self._answer_samples += len(samples)
-        self._playback_rms = 0.8 * self._playback_rms + 0.2 * _rms(samples)
+        weight = 1.0 - float(np.exp(-len(samples) / (SPEECH_RATE * _ECHO_LEVEL_SECONDS)))
+        self._playback_rms += weight * (_rms(samples) - self._playback_rms)
         self.said.append(samples)
         self.state.answer_audio(len(samples))
         self.speaker.write(samples)

@@ -42,7 +42,10 @@ class ServerMetrics:
             "omni_thinker_tokens_per_second", "Thinker generation speed", registry=self.registry,
             buckets=(5, 10, 20, 40, 60, 80, 120, 200),
         )
-
+        self.loop_lag = Histogram(
+            "omni_event_loop_lag_seconds", "How late the event loop woke a 20 ms timer (time spent blocked)",
+            registry=self.registry, buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2),
+        )
         self.active = Gauge(
             "omni_active_generations", "Engine generations running now", ["kind"], registry=self.registry
         )

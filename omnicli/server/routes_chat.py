@@ -44,7 +44,7 @@ router = APIRouter()
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ServedChatBody, request: Request) -> Response:
     try:
-        req = _chat_request(body)
+        req = await asyncio.to_thread(_chat_request, body)  # base64 audio and images: CPU work, off the loop
     except ValueError as exc:
         return error_json(str(exc), 400, param="messages")
     engine, metrics = request.app.state.engine, request.app.state.metrics

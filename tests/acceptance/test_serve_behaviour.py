@@ -114,6 +114,8 @@ def test_metrics_report_requests_and_stages(omni_server):
     assert re.search(r'omni_requests_total\{method="POST",route="/v1/audio/speech",status="200"\} [1-9]', text)
     assert 'omni_stage_time_to_first_output_seconds_count{stage="speech"}' in text
     assert 'omni_stage_real_time_factor_count{stage="speech"}' in text
+    wakes = re.search(r'^omni_event_loop_lag_seconds_count (\S+)$', text, re.M)
+    assert wakes and float(wakes.group(1)) > 0  # the loop-lag timer runs from startup
 
 
 def test_omni_chat_against_omni_serve(omni, omni_server, tmp_path, judge):

@@ -18,7 +18,7 @@ from scripted import Hold, ScriptedEngine, answer
 LIFECYCLE_AUDIO = [
     "response.created", "conversation.item.added", "response.output_item.added", "response.content_part.added",
     "response.output_audio_transcript.delta", "response.output_audio_transcript.delta",
-    "response.output_audio.delta", "response.output_audio.delta",
+    *["response.output_audio.delta"] * 6,  # two 250 ms pieces, each as 100 + 100 + 50 ms
     "response.output_audio.done", "response.output_audio_transcript.done", "response.content_part.done",
     "response.output_item.done", "conversation.item.done", "response.done",
 ]
@@ -92,8 +92,8 @@ def test_a_response_runs_its_whole_lifecycle():
     item = done["output"][0]
     assert item["status"] == "completed" and item["content"] == [{"type": "output_audio", "transcript": "Hello there."}]
     assert events[-4]["part"] == {"type": "audio", "transcript": "Hello there."}
-    audio = b"".join(base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta")
-    assert len(audio) == 2 * 12000
+    deltas = [base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta"]
+    assert [len(d) // 2 for d in deltas] == [2400, 2400, 1200] * 2
     assert {e["response_id"] for e in events if "response_id" in e} == {done["id"]}
     (request,) = chats(engine)
     assert [(m.role, m.text) for m in request.messages] == [("system", DEFAULT_INSTRUCTIONS), ("user", "Hi!")]
@@ -122,9 +122,12 @@ def test_a_text_response_with_its_own_instructions_and_limit():
 def test_the_engine_hears_committed_audio_and_the_transcript_comes_first():
     engine = ScriptedEngine(chat=[TranscriptDelta("what time is it"), *answer("Noon.")])
 
+    clip = speech()
+    clip = clip[:np.flatnonzero(np.abs(clip) > 0.01)[-1]]  # no pause at the end: nothing is heard early
+
     async def go():
         async with Session(engine) as s:
-            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(speech())})
+            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(clip)})
             await s.send({"type": "input_audio_buffer.commit"})
             committed = await s.until("input_audio_buffer.committed")
             mark = len(s.seen)

@@ -83,6 +83,8 @@ async def play_an_answer_and_speak_over_it(t: "Talk", hold: Hold, loudness: floa
     t.voice.say(np.concatenate([speech(), silence(0.8)]))
     await t.log.until("in", "response.output_audio.delta")
     await hold.reached.wait()
+    while t.speaker.queued < 24000:  # the whole 1 s piece (ten 100 ms deltas) reached the speaker
+        await asyncio.sleep(0.01)
     t.speaker.play(6000)  # 250 ms of the answer heard so far
     t.voice.say(np.concatenate([loudness * speech(), silence(0.8)]))
 
