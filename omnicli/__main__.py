@@ -1,3 +1,4 @@
 from omnicli.cli.main import main
 
-main()
+if __name__ == "__main__":  # vLLM's engine process (spawned) imports this module again
+    main()

@@ -20,8 +20,10 @@ from omnicli.cli.options import (
     ApiKeyOption,
     AsrModelOption,
     AsrServerOption,
+    EngineOption,
     ModelOption,
     ServerOption,
+    StageParamOption,
     TimeoutOption,
     VoiceOption,
 )
@@ -93,6 +95,8 @@ def bench_wer(
     max_wer: Annotated[float | None, typer.Option("--max-wer", min=0.0, help="Exit 3 when the mean WER (a fraction, 0.05 = 5 %) is above this (in any level).", show_default=False)] = None,
     voice: VoiceOption = None,
     model: ModelOption = None,
+    engine: EngineOption = None,
+    stage_param: StageParamOption = None,
     server: ServerOption = None,
     api_key: ApiKeyOption = None,
     timeout: TimeoutOption = None,
@@ -125,9 +129,14 @@ def bench_wer(
         note(f"omni: warning: {dataset}: {problem} (skipped)")
     connection = resolve_connection(server, api_key, timeout)
     factory = engines(ctx)
+    from omnicli.cli.engines import EngineChoice, check_runtime
+
+    choice = EngineChoice(connection, speech_stream="audio", engine=engine, model=model if engine == "vllm-omni" else None,
+                          stage_params=tuple(stage_param or ()))
+    check_runtime(choice)
 
     wants_clone = data.has_prompts if clone is None else clone
-    if wants_clone and not connection.server and not audio_dir:
+    if wants_clone and not connection.server and not audio_dir and engine != "vllm-omni":
         note("omni: the embedded engine cannot clone voices; using its own voice for every utterance")
         wants_clone = False
     if wants_clone:
@@ -152,12 +161,12 @@ def bench_wer(
             audio_dir=Path(audio_dir) if audio_dir else None,
         )
         judge = factory.judge(asr_model, asr_device, _judge_connection(asr_server, connection))
-        asyncio.run(_run(plans, factory, connection, judge, options, audio_dir is not None))
+        asyncio.run(_run(plans, factory, connection, judge, options, audio_dir is not None, choice))
     finally:
         for plan in plans:
             plan.journal.close()
 
-    target = "audio-dir" if audio_dir else (",".join(connection.servers) or "embedded")
+    target = "audio-dir" if audio_dir else (",".join(connection.servers) or engine or "embedded")
     runs = [(_summary(plan, data, dataset, target), _records(plan, data)) for plan in plans]
     summaries = [summary for summary, _ in runs]
     _write(plans, runs, out_dir, sweep, report, dataset, target)
@@ -209,7 +218,7 @@ def _judge_connection(asr_server: str | None, connection):
     return Connection(server_url(asr_server, "--asr-server"), connection.api_key, connection.timeout)
 
 
-async def _run(plans: list[Plan], factory, connection, judge, options, scoring_only: bool) -> None:
+async def _run(plans: list[Plan], factory, connection, judge, options, scoring_only: bool, choice=None) -> None:
     """Every level in turn, on one engine (and one pool of servers, checked once)."""
     from omnicli.cli.engines import EngineChoice
 
@@ -220,7 +229,7 @@ async def _run(plans: list[Plan], factory, connection, judge, options, scoring_o
             if connection.server:
                 engine = pool = factory.pool(connection, stream="audio")
             else:
-                engine = factory.engine(EngineChoice(connection, speech_stream="audio"))
+                engine = factory.engine(choice or EngineChoice(connection, speech_stream="audio"))
             await engine.check()
         for plan in plans:
             await _run_level(plan, engine, judge, replace(options, concurrency=plan.level.concurrency,

@@ -10,11 +10,14 @@ from omnicli.cli.options import (
     ApiKeyOption,
     AsrModelOption,
     AsrServerOption,
+    EngineOption,
     LlmModelOption,
     LlmOption,
     LlmServerOption,
     ModelOption,
     ServerOption,
+    StageParamOption,
+    ThinkerOption,
     TimeoutOption,
     TtsModelOption,
     TtsServerOption,
@@ -50,6 +53,9 @@ def chat(
     ] = None,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature.")] = 0.7,
     llm: LlmOption = None,
+    thinker: ThinkerOption = None,
+    engine: EngineOption = None,
+    stage_param: StageParamOption = None,
     asr_model: AsrModelOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
@@ -96,11 +102,13 @@ def chat(
         raise UsageError("--json prints to stdout; write the audio to a file with -o PATH")
 
     servers = stage_servers(asr_server, llm_server, tts_server, llm_model=llm_model, tts_model=tts_model)
-    engine = engines(ctx).engine(EngineChoice(connection, llm=llm, asr_model=asr_model, chat_stream=not no_stream,
-                                              stages=servers, local_stages=not no_local_stages))
+    choice = EngineChoice(connection, llm=llm, asr_model=asr_model, chat_stream=not no_stream, stages=servers,
+                          local_stages=not no_local_stages, model=model if engine == "vllm-omni" else None,
+                          thinker=thinker, engine=engine, stage_params=tuple(stage_param or ()))
     session = ChatSession(
-        engine,
-        system=system if system is not None else (DEFAULT_SYSTEM if not connection.server else None),
+        engines(ctx).engine(choice),
+        # Qwen3-Omni speaks only under its own system prompt, which the vllm-omni engine supplies.
+        system=system if system is not None else (DEFAULT_SYSTEM if not connection.server and engine != "vllm-omni" else None),
         modalities=wanted,
         voice=voice,
         model=model,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from omnicli.bench.runner import Judge
     from omnicli.client.pool import ServerPool
     from omnicli.client.remote import RemoteEngine
-    from omnicli.engine.stages import Stages
+    from omnicli.engine.stages import Stages, ThinkerStage
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,45 @@ class EngineChoice:
     local_stages: bool | None = None
     """Chat against a --server that neither hears nor speaks: hear and speak here (True) or
     refuse (False); None: use the server as it is."""
+    thinker: str | None = None
+    """How the in-process thinker runs: "llama" (llama.cpp; None means it) or "vllm"."""
+    engine: str | None = None
+    """The in-process engine: "embedded" (the stages; None means it) or "vllm-omni" (`model`)."""
+    stage_params: tuple[str, ...] = ()
+    """--stage-param flags for --engine vllm-omni: STAGE.FIELD=VALUE each."""
+
+
+THINKERS = ("llama", "vllm")
+ENGINES = ("embedded", "vllm-omni")
+
+
+def check_runtime(choice: EngineChoice) -> None:
+    """Refuse a --thinker or --engine that cannot apply, in one line, before any work."""
+    if choice.thinker not in (None, *THINKERS):
+        raise UsageError(f"--thinker must be one of {', '.join(THINKERS)}, got {choice.thinker!r}")
+    if choice.engine not in (None, *ENGINES):
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {choice.engine!r}")
+    elsewhere = "--server" if choice.connection.server else "--llm-server" if choice.stages.llm else None
+    if choice.thinker == "vllm" and elsewhere:
+        raise UsageError(f"--thinker vllm runs the thinker in this process; {elsewhere} thinks elsewhere: use one or the other")
+    if choice.thinker == "vllm":
+        from omnicli.engine.vllm_thinker import require_vllm
+
+        require_vllm()
+    if choice.engine == "vllm-omni":
+        if choice.connection.server or choice.stages:
+            raise UsageError("--engine vllm-omni runs the whole model in this process; drop --server and the stage servers")
+        if choice.thinker == "vllm":
+            raise UsageError("--engine vllm-omni brings its own thinker; --thinker is for the embedded engine")
+        if not choice.model:
+            raise UsageError("--engine vllm-omni needs --model (e.g. Qwen/Qwen3-Omni-30B-A3B-Instruct or "
+                             "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice)")
+        from omnicli.engine.vllm_omni import require_vllm_omni, stage_params
+
+        stage_params(list(choice.stage_params))  # a malformed flag fails here, before any work
+        require_vllm_omni()
+    elif choice.stage_params:
+        raise UsageError("--stage-param sets the sampling of vLLM-Omni's stages: it needs --engine vllm-omni")
 
 
 class Engines:
@@ -78,6 +117,9 @@ class Engines:
     """An httpx transport every server connection uses (tests: `httpx.MockTransport`)."""
 
     def engine(self, choice: EngineChoice) -> Engine:
+        check_runtime(choice)
+        if choice.engine == "vllm-omni":
+            return self.vllm_omni(choice)
         connection = choice.connection
         if connection.server:
             if choice.stages:
@@ -99,7 +141,25 @@ class Engines:
         """The in-process stages (loaded on first use, so the ones a server replaces never are)."""
         from omnicli.engine.staged import embedded_stages
 
-        return embedded_stages(llm=choice.llm, asr_model=choice.asr_model, voice=choice.voice)
+        stages = embedded_stages(llm=choice.llm, asr_model=choice.asr_model, voice=choice.voice)
+        if choice.thinker == "vllm":
+            stages = replace(stages, thinker=self.vllm_thinker(choice.llm))
+        return stages
+
+    def vllm_thinker(self, llm: str | None) -> "ThinkerStage":
+        """vLLM as the thinker stage: one engine for every request of this process."""
+        from omnicli.engine.vllm_thinker import VllmThinker, require_vllm
+
+        require_vllm()
+        return VllmThinker(llm)
+
+    def vllm_omni(self, choice: EngineChoice) -> Engine:
+        """vLLM-Omni's AsyncOmni running `choice.model` in this process (CUDA GPUs only)."""
+        from omnicli.engine.vllm_omni import VllmOmniEngine, require_vllm_omni, stage_params
+
+        assert choice.model is not None
+        require_vllm_omni()
+        return VllmOmniEngine(choice.model, stage_overrides=stage_params(list(choice.stage_params)))
 
     def remote(self, connection: Connection, url: str, **options) -> "RemoteEngine":
         """A client for the server at `url`, with the connection's key and timeout."""
@@ -153,6 +213,7 @@ class Engines:
 
     def transport(self, choice: EngineChoice, model: str | None):
         """A realtime session: over a WebSocket to the server, or in this process on the engine."""
+        check_runtime(choice)
         if choice.connection.server:
             if choice.stages:
                 raise UsageError("--server talks to a whole realtime server; --asr-server, --llm-server and "

