@@ -19,6 +19,7 @@ from omnicli.cli.options import (
     LlmServerOption,
     ModelOption,
     ServerOption,
+    ThinkerOption,
     TtsModelOption,
     TtsServerOption,
     VoiceOption,
@@ -41,6 +42,7 @@ def talk(
     output_file: Annotated[str | None, typer.Option("--output-file", help="Headless: write everything the assistant said to this WAV.", show_default=False)] = None,
     transcript: Annotated[str | None, typer.Option("--transcript", help="Write every event as JSON lines here.", show_default=False)] = None,
     llm: LlmOption = None,
+    thinker: ThinkerOption = None,
     asr_model: AsrModelOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
@@ -50,6 +52,9 @@ def talk(
     llm_model: LlmModelOption = None,
     tts_server: TtsServerOption = None,
     tts_model: TtsModelOption = None,
+    duplex: Annotated[bool, typer.Option("--duplex", help="Full duplex (vLLM-Omni's /v1/realtime?duplex=1 with --server, else omni's duplex lane in this process): the mic streams all along and the model decides when to speak.")] = False,
+    preset: Annotated[str | None, typer.Option("--preset", help="--duplex session shape: 'minicpmo' (16 kHz, needs --ref-audio), 'personaplex' (24 kHz float) or 'default'.", show_default=False)] = None,
+    ref_audio: Annotated[str | None, typer.Option("--ref-audio", help="--duplex: a clip of the voice the model speaks in (--preset minicpmo).", show_default=False)] = None,
 ) -> None:
     """Talk: omni talk (Space starts and sends a turn, m mutes, q quits; speak over the answer to interrupt it)."""
     import asyncio
@@ -67,13 +72,19 @@ def talk(
     connection = resolve_connection(server, api_key)
     from omnicli.realtime.talk import TalkOptions
 
-    options = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
-                          answer_timeout=connection.timeout if connection.server else None)
+    options: object = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
+                                  answer_timeout=connection.timeout if connection.server else None)
+    if duplex or preset or ref_audio:
+        from omnicli.realtime.duplex_client import duplex_options
+
+        options = duplex_options(preset, ref_audio, vad=vad, echo_gate=echo_gate,
+                                 instructions=instructions, voice=voice, model=model)
     from omnicli.cli.engines import engines, stage_servers
 
     servers = stage_servers(asr_server, llm_server, tts_server, llm_model=llm_model, tts_model=tts_model)
     code = asyncio.run(_talk(engines(ctx), connection, options, input_file, output_file, transcript,
-                             _device(input_device), _device(output_device), llm, asr_model, model, servers))
+                             _device(input_device), _device(output_device), llm, asr_model, model, servers,
+                             thinker=thinker))
     raise typer.Exit(code)
 
 
@@ -82,7 +93,7 @@ def _device(value: str | None):
 
 
 async def _talk(factory, connection, options, input_file, output_file, transcript, input_device, output_device,
-                llm, asr_model, model, servers) -> int:
+                llm, asr_model, model, servers, thinker=None) -> int:
     """Everything opened here is closed by one exit stack, also when setup fails half-way."""
     import contextlib
 
@@ -110,8 +121,20 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
             speaker = Player(output_device, continuous=True)
         stack.callback(speaker.close)
         from omnicli.cli.engines import EngineChoice
+        from omnicli.realtime.duplex_client import DuplexOptions, duplex_if_offered, duplex_link
 
-        transport = factory.transport(EngineChoice(connection, llm=llm, asr_model=asr_model, stages=servers), model)
+        choice = EngineChoice(connection, llm=llm, asr_model=asr_model, stages=servers, thinker=thinker)
+        if isinstance(options, DuplexOptions) and connection.server:
+            transport = duplex_link(connection, model, log)
+        elif isinstance(options, DuplexOptions):  # the duplex lane in this process, on the embedded engine
+            from omnicli.realtime.duplex_local import local_link
+
+            transport = local_link(factory.engine(choice), model, log.write)
+        else:
+            transport = factory.transport(choice, model)
+            if connection.server:  # a server whose greeting offers duplex is talked to in duplex
+                stack.push_async_callback(transport.close)
+                options, transport = await duplex_if_offered(transport, options, connection, model, log, say=note)
         stack.push_async_callback(transport.close)
         said, code = await converse(transport, source, speaker, options, log)
     if output_file:
@@ -150,8 +173,16 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
         for number, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
             loop.add_signal_handler(number, end, code)
             stack.callback(loop.remove_signal_handler, number)
+        if keyboard:  # before the panel: a key pressed while it loads must not be echoed under it
+            stack.enter_context(TerminalKeys(loop, lambda action: on_key(action)))
         view = stack.enter_context(talk_view(keys))
-        client = TalkClient(transport, source, speaker, options, view, log)
+        from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
+
+        client: TalkClient | DuplexTalkClient
+        if isinstance(options, DuplexOptions):
+            client = DuplexTalkClient(transport, source, speaker, options, view)
+        else:
+            client = TalkClient(transport, source, speaker, options, view, log)
 
         def on_key(action: str) -> None:
             if action == "talk":
@@ -161,10 +192,8 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
             else:
                 end(0)
 
-        if keyboard:
-            stack.enter_context(TerminalKeys(loop, on_key))
-            if isinstance(view, LineView):
-                note(f"omni talk: {keys}")
+        if keyboard and isinstance(view, LineView):
+            note(f"omni talk: {keys}")
         await client.run(stop)
     if (summary := client.state.summary()) is not None:
         note(f"omni talk: {summary}")

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.chunk import SPEECH_RATE, AudioChunk
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import (
     DEFAULT_MAX_TOKENS,
@@ -139,7 +139,7 @@ class Response:
                 forget *= 2
 
     async def _stream(self) -> None:
-        item, ids = self.item, self._ids
+        item = self.item
         items = [i for i in self.conversation.remembered() if i is not item]
         prompt = await asyncio.to_thread(messages, self.instructions, items)
         unheard = [i for i in items if i.role == "user" and i.transcript is None and i.audio is not None]
@@ -151,16 +151,24 @@ class Response:
                 case TranscriptDelta(text=heard) if unheard:
                     await self._heard(unheard.pop(0), heard)
                 case TextDelta(text=piece):
-                    self._spoke = True
                     self._text.append(piece)
-                    kind = "response.output_audio_transcript.delta" if self.speaks else "response.output_text.delta"
-                    await self.emit(kind, **ids, content_index=0, delta=piece)
+                    await self._text_piece(piece)
                 case AudioDelta(chunk=chunk):
-                    self._spoke = True
-                    item.spoken.append((item.audio_samples + len(chunk.samples), chunk.text or ""))
-                    await self._send_audio(float_to_pcm16(chunk.samples))
+                    await self._audio_piece(chunk)
                 case ChatDone(usage=usage):
                     self._usage = usage
+
+    async def _text_piece(self, piece: str) -> None:
+        """A piece of the answer's text, as it is written."""
+        self._spoke = True
+        kind = "response.output_audio_transcript.delta" if self.speaks else "response.output_text.delta"
+        await self.emit(kind, **self._ids, content_index=0, delta=piece)
+
+    async def _audio_piece(self, chunk: AudioChunk) -> None:
+        """A synthesized piece of the answer (with the words it speaks)."""
+        self._spoke = True
+        self.item.spoken.append((self.item.audio_samples + len(chunk.samples), chunk.text or ""))
+        await self._send_audio(float_to_pcm16(chunk.samples))
 
     async def _send_audio(self, pcm: bytes) -> None:
         """One piece as 100 ms deltas; the item counts only the audio actually sent."""

@@ -21,15 +21,11 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.realtime import dialects
+from omnicli.realtime.echo_gate import EchoGate
 from omnicli.realtime.speakers import Speaker
 from omnicli.realtime.talk_state import TalkState
 from omnicli.realtime.turns import ClientVAD, PushToTalk, ServerVAD, Turns
 
-_ECHO_MARGIN = 2.0  # the user must be this much louder than the playback to get through
-_ECHO_LEVEL_SECONDS = 9.0
-"""The playback level the echo gate compares with is learnt over this many seconds of answer
-(an exponential average weighted by duration, so it does not depend on how the server slices
-its audio deltas): the user's first words over an answer get through easily."""
 _QUIET_SECONDS = 1.5  # headless: a busy server may still be reporting on audio it was sent
 _GREETING_SECONDS = 1.5
 """A GA server greets with session.created at once; one that stays silent is vLLM-Omni's legacy
@@ -51,9 +47,6 @@ class TalkOptions:
     answer_timeout: float | None = None
     """Seconds a sent turn may wait with nothing from the server (a server's read timeout)."""
 
-
-def _rms(samples: np.ndarray) -> float:
-    return float(np.sqrt(np.mean(samples**2))) if len(samples) else 0.0
 
 
 def _strategy(turns: str, client) -> Turns:
@@ -89,7 +82,7 @@ class TalkClient:
         self._answer_samples = 0
         self._first_audio_seen = False
         self._last_event_at = time.monotonic()
-        self._playback_rms = 0.0
+        self.echo = EchoGate(options.echo_gate)
         self._commit_at: float | None = None
         self._greeted = asyncio.Event()
         self._confirmed = asyncio.Event()
@@ -252,11 +245,7 @@ class TalkClient:
             await self.strategy.hear(frame)
 
     def _gated(self, frame: np.ndarray) -> bool:
-        """Without headphones the mic hears the answer: let it through only when the user is
-        clearly louder than what is playing."""
-        if not self.options.echo_gate or self.speaker.buffered_seconds <= 0:
-            return False
-        return _rms(frame) < _ECHO_MARGIN * self._playback_rms
+        return self.echo.blocks(frame, playing=self.speaker.buffered_seconds > 0)
 
     async def append(self, frame: np.ndarray) -> None:
         await self.send(self.dialect.append(frame))
@@ -387,8 +376,7 @@ class TalkClient:
             self._answer_mark = self.speaker.played_frames + int(self.speaker.buffered_seconds * self.speaker.device_rate)
             self._answer_samples = 0
         self._answer_samples += len(samples)
-        weight = 1.0 - float(np.exp(-len(samples) / (SPEECH_RATE * _ECHO_LEVEL_SECONDS)))
-        self._playback_rms += weight * (_rms(samples) - self._playback_rms)
+        self.echo.played(samples)
         self.said.append(samples)
         self.state.answer_audio(len(samples))
         self.speaker.write(samples)

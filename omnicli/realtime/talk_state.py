@@ -75,6 +75,10 @@ class TalkState:
         """This turn's wait (cleared when the next turn starts)."""
         self.timings: list[TurnTiming] = []
         """Every turn sent, in order."""
+        self.decision: str | None = None
+        """Duplex: the model's latest choice, "speak" or "listen" (response.speak / response.listen)."""
+        self.overlap: str | None = None
+        """Duplex: how the server took the user's latest speech over the answer (overlap.decision)."""
 
     # ---- what the view shows -------------------------------------------------------------
 
@@ -103,6 +107,10 @@ class TalkState:
             out.append(INTERRUPTED)
         if self.muted and label not in (MUTED, LOADING):
             out.append("mic muted")
+        if self.decision is not None:
+            out.append(f"model {self.decision}s")
+        if self.overlap is not None:
+            out.append(f"overlap: {self.overlap}")
         return out
 
     def summary(self) -> str | None:
@@ -163,6 +171,7 @@ class TalkState:
         if self.answer is not None:
             self._close(self.answer.text.strip())
         self.answer = Answer(timing=self.timing)
+        self.overlap = None
 
     def answer_text(self, piece: str) -> None:
         answer = self._open()
@@ -203,6 +212,17 @@ class TalkState:
         self.awaiting = False
         if self.answer is not None:
             self._close(self.answer.cut_at(played))
+
+    def model_decision(self, decision: str) -> None:
+        """Duplex: the model chose to speak or to keep listening; a turn it listens on past is
+        not waiting for an answer."""
+        self.decision = decision
+        if decision == "listen":
+            self.awaiting = False
+
+    def overlap_decision(self, action: str) -> None:
+        """Duplex: the server's word on speech over the answer (drop, listen or barge_in)."""
+        self.overlap = action
 
     def server_got_no_audio(self) -> None:
         self.turn_skipped(f"{NOT_CAUGHT}: no audio reached the server")

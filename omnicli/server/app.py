@@ -6,12 +6,16 @@ is read), the body cap (413), and the crash guard (any unhandled error a JSON 50
 in routes_*; they import the small modules beside this one, never this one.
 """
 
+import asyncio
 import contextlib
 
 from fastapi import FastAPI
 
 from omnicli import __version__
 from omnicli.engine.base import Engine
+from omnicli.protocol.duplex import DISCONNECT_GRACE_S
+from omnicli.realtime.duplex_registry import MAX_SESSIONS, DuplexRegistry
+from omnicli.realtime.loop_lag import LoopLag
 from omnicli.server import routes_audio, routes_chat, routes_info, routes_realtime
 from omnicli.server.auth import RequireKey
 from omnicli.server.body_limit import BodyLimit
@@ -23,19 +27,24 @@ DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
 
 def create_app(
-    engine: Engine, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY, preload: bool = True
+    engine: Engine, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY, preload: bool = True,
+    max_duplex_sessions: int = MAX_SESSIONS, duplex_grace_s: float = DISCONNECT_GRACE_S,
 ) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         if preload:
             await engine.preload()  # /health answers once every model is in memory
+        lag = asyncio.create_task(LoopLag(observe=app.state.metrics.loop_lag.observe).run())
         yield
+        lag.cancel()
+        await app.state.duplex.aclose()
         await engine.aclose()
 
     app = FastAPI(title="omni", version=__version__, lifespan=lifespan)
     app.state.engine = engine
     app.state.metrics = ServerMetrics()
     app.state.model_id = MODEL_ID
+    app.state.duplex = DuplexRegistry(engine, model_id=MODEL_ID, max_sessions=max_duplex_sessions, grace_s=duplex_grace_s)
     install_error_handlers(app)
     routers = [module.router for module in (routes_info, routes_audio, routes_chat, routes_realtime)]
     for router in routers:

@@ -1,0 +1,479 @@
+"""`omni talk --duplex`: a full-duplex conversation over vLLM-Omni's duplex contract.
+
+    source (mic or file) -> [echo gate] -> input_audio_buffer.append, always (the model listens all along)
+        client VAD: a pause -> input_audio_buffer.commit {create_response: false} (the model decides)
+    link -> response.speak / response.listen / overlap.decision -> the view and the event log
+         -> response.audio.delta -> speaker; playback.ack {played_ms} while it plays and at every cut
+
+What was heard is measured where it is heard: `played_ms` of a response counts the samples the
+speaker has actually played of it, so the history the server keeps (`ack_only`) is what the
+listener heard. Speech over the answer is the server's to judge where its capabilities say
+`supports_barge_in` (it cancels; we flush and acknowledge); elsewhere the client forces the
+barge-in itself: flush, `response.cancel`, `input_audio_buffer.clear`, then the user's speech again
+from its start. Everything branches on the session's capabilities, never on a model name.
+"""
+
+import asyncio
+import base64
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import pcm16_to_float, resample
+from omnicli.errors import OmniError, ServerError
+from omnicli.protocol import duplex
+from omnicli.protocol.duplex import ClientEvent, OverlapAction, ServerEvent, error_code_and_message
+from omnicli.realtime.duplex_client_link import DuplexLink
+from omnicli.realtime.duplex_presets import PRESETS, InputEncoder, Preset, session_config
+from omnicli.realtime.echo_gate import EchoGate
+from omnicli.realtime.sources import FRAME_MS
+from omnicli.realtime.talk_state import TalkState
+
+if TYPE_CHECKING:
+    from omnicli.audio.vad import TurnDetector
+
+log = logging.getLogger("omni")
+
+ACK_SECONDS = 0.25
+"""How often `playback.ack` reports progress while an answer plays."""
+_POLL_SECONDS = 0.05
+_QUIET_SECONDS = 1.5
+"""Headless: the talk is over once the file is spoken, the answers played, and the server quiet this long."""
+_PREROLL_MS = 300
+"""Client-forced barge-in clears the input buffer; this much audio from before the speech was
+detected is sent again after the clear, so the user's first syllable is not lost."""
+_SILENCE_MS = 500
+_MAX_APPEND_MS = 200
+_ECHOES = {ServerEvent.HEARTBEAT_ACK, ServerEvent.PLAYBACK_ACKNOWLEDGED}
+"""Replies to the client's own bookkeeping: they do not keep a headless talk from ending."""
+
+
+@dataclass(frozen=True)
+class DuplexOptions:
+    preset: Preset
+    ref_audio: str | None = None
+    """The voice clip as a data URL (presets that need one)."""
+    turns: str = "client"
+    """"client" (Silero: a pause commits), "smart" (Silero + Smart Turn) or "server" (never commit:
+    the server and the model decide alone)."""
+    echo_gate: bool = True
+    instructions: str | None = None
+    voice: str | None = None
+    model: str | None = None
+
+
+def append_ms(chunk_period_ms: int | None) -> int:
+    """How much microphone audio one append carries: the model's unit where it is short
+    (PersonaPlex's 80 ms), else 200 ms (five to MiniCPM-o's 1 s unit), in whole mic frames; never
+    more held back than that."""
+    period = chunk_period_ms or _MAX_APPEND_MS
+    return max(FRAME_MS, min(period, _MAX_APPEND_MS) // FRAME_MS * FRAME_MS)
+
+
+def duplex_options(preset_name: str | None, ref_audio: str | None, *, vad: str | None,
+                   echo_gate: bool = True, instructions: str | None = None, voice: str | None = None,
+                   model: str | None = None) -> DuplexOptions:
+    """`omni talk --duplex`'s command line, checked before anything is opened (usage errors)."""
+    from omnicli.realtime.duplex_presets import preset, ref_audio_data_url
+
+    chosen = preset(preset_name, ref_audio)
+    return DuplexOptions(chosen, ref_audio_data_url(ref_audio) if ref_audio else None, turns=vad or "client",
+                         echo_gate=echo_gate, instructions=instructions, voice=voice, model=model)
+
+
+def duplex_link(connection, model: str | None, log) -> DuplexLink:
+    """The link to the first server of `connection`, writing every event to `log` (--transcript)."""
+    return DuplexLink(connection.servers[0], connection.api_key, model, log=log.write)
+
+
+async def duplex_if_offered(transport, options, connection, model: str | None, log, *, say) -> tuple[Any, Any]:
+    """(options, transport) for a talk begun without --duplex: the turn-based ones, unless the
+    server's greeting offers duplex; then duplex ones, the model-neutral preset, and a note."""
+    from omnicli.realtime.duplex_client_probe import greeting
+
+    duplex, greeted = await greeting(transport)
+    if not duplex:
+        return options, greeted
+    say("omni talk: the server offers full duplex (its session.created has duplex capabilities): talking duplex")
+    chosen = DuplexOptions(PRESETS["default"], turns="client" if options.turns == "ptt" else options.turns,
+                           echo_gate=options.echo_gate, instructions=options.instructions, voice=options.voice,
+                           model=options.model)
+    return chosen, duplex_link(connection, model, log)
+
+
+@dataclass
+class Playing:
+    """One response's audio on the speaker: where it starts and how much of it came."""
+
+    response_id: str
+    item_id: str | None
+    mark: int
+    """The speaker's frame count where this response's first sample will play."""
+    samples: int = 0
+    """Samples received (24 kHz)."""
+    acked_ms: int = -1
+    done: bool = False
+
+
+
+def _response_id(event: dict) -> str | None:
+    found = event.get("response_id") or (event.get("response") or {}).get("id")
+    return found if isinstance(found, str) else None
+
+
+class DuplexTalkClient:
+    def __init__(self, link: DuplexLink, source, speaker, options: DuplexOptions, view) -> None:
+        self.link = link
+        self.source = source
+        self.speaker = speaker
+        self.options = options
+        self.view = view
+        self.state = TalkState("client" if options.turns == "smart" else options.turns, view)
+        view.show(self.state)
+        self.encoder = InputEncoder(options.preset)
+        self.said: list[np.ndarray] = []
+        """Everything the assistant said (for --output-file), at 24 kHz."""
+        self.errors: list[str] = []
+        self.asked = 0
+        self.interruptions = 0
+        self.forced = 0
+        """Barge-ins the client forced (the server has none)."""
+        self.on_speaker: list[Playing] = []
+        """Responses whose audio the speaker holds or plays, oldest first."""
+        self.active: str | None = None
+        """The response the server is making (created, not yet done)."""
+        self.cut: set[str] = set()
+        """Responses the user talked over: the rest of their audio and text is dropped."""
+        self.user_speaking = False
+        self.mic_muted = False
+        self._detector: TurnDetector | None = None
+        self._unsent: list[np.ndarray] = []
+        """Microphone frames not yet appended (appends are `_append_ms` long)."""
+        self._append_ms = _MAX_APPEND_MS
+        self._preroll: deque[np.ndarray] = deque(maxlen=max(1, _PREROLL_MS // FRAME_MS) + 1)
+        """The latest frames sent: the speech's onset when Silero says it started."""
+        self.echo = EchoGate(options.echo_gate)
+        self._last_event_at = time.monotonic()
+        self._last_ack_at = 0.0
+
+    @property
+    def capabilities(self):
+        return self.link.capabilities
+
+    @property
+    def playing(self) -> Playing | None:
+        """The newest response on the speaker."""
+        return self.on_speaker[-1] if self.on_speaker else None
+
+    def toggle_mute(self) -> None:
+        """m: the microphone is heard as silence until pressed again (the stream goes on)."""
+        if self.state.ready:
+            self.mic_muted = not self.mic_muted
+            self.state.set_muted(self.mic_muted)
+
+    def toggle_push_to_talk(self) -> None:
+        """Space does nothing in duplex: the model listens all along."""
+
+    # ---- setup and main loop -------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Talk until `stop` (or the end of a headless file); then `session.close` -> `session.closed`."""
+        o = self.options
+        try:
+            await self.link.open(session_config(o.preset, model=o.model, ref_audio=o.ref_audio,
+                                                instructions=o.instructions, voice=o.voice))
+        except BaseException:
+            await self.link.close()
+            raise
+        log.debug("duplex session %s: capabilities %s", self.link.session_id, self.capabilities.model_dump())
+        self._append_ms = append_ms(self.capabilities.chunk_period_ms)
+        self._detector = await asyncio.to_thread(self._make_detector)
+        receiving = asyncio.create_task(self._receive())
+        tasks: list[asyncio.Task] = []
+        try:
+            self.state.session_ready()
+            self.speaker.start()
+            await self.source.start()
+            tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._follow_playback()),
+                      asyncio.create_task(stop.wait())]
+            finished = getattr(self.source, "finished", None)
+            if finished is not None:
+                tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
+            done, _ = await asyncio.wait([receiving, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if (failure := task.exception()) is not None:
+                    raise failure
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.source.stop()
+            if not receiving.done():
+                for playing in self.on_speaker:
+                    await self._ack(playing, quietly=True)
+            await self.link.close()  # the receiver reads on until session.closed
+            receiving.cancel()
+            await asyncio.gather(receiving, return_exceptions=True)
+
+    def _make_detector(self) -> "TurnDetector":
+        from omnicli.audio.vad import TurnDetector
+
+        return TurnDetector(SPEECH_RATE, silence_ms=_SILENCE_MS, semantic=self.options.turns == "smart")
+
+    async def _end_after_file(self, finished: asyncio.Event, stop: asyncio.Event) -> None:
+        """Headless: once the file has been spoken and the last answer heard, we are done."""
+        await finished.wait()
+        while (self.active is not None or self.user_speaking or self.speaker.buffered_seconds > 0
+               or not self.source.frames.empty() or time.monotonic() - self._last_event_at < _QUIET_SECONDS):
+            await asyncio.sleep(_POLL_SECONDS)
+        if not self.said:
+            raise self._no_answer()
+        stop.set()
+
+    def _no_answer(self) -> OmniError:
+        if self.errors:
+            return ServerError(f"the server sent no answer: {self.errors[-1]}")
+        if not self.asked and self.options.turns != "server":
+            return OmniError("omni heard no turn in the input file, so nothing was asked")
+        return ServerError("the duplex server sent no answer audio")
+
+    # ---- the user's side -----------------------------------------------------------------
+
+    async def send(self, event: dict) -> None:
+        await self.link.send(event)
+
+    async def _listen(self) -> None:
+        """Every frame goes to the server (the model listens all along); Silero finds the pauses
+        that end a turn and the speech that talks over an answer."""
+        while True:
+            frame = await self.source.frames.get()
+            if self.mic_muted:
+                frame = np.zeros_like(frame)
+            self.state.mic(frame)
+            if self._gated(frame):
+                frame = np.zeros_like(frame)
+            self._unsent.append(frame)
+            if sum(len(f) for f in self._unsent) * 1000 >= self._append_ms * SPEECH_RATE:
+                await self._flush_input()
+            self._preroll.append(frame)
+            assert self._detector is not None
+            for turn in await asyncio.to_thread(self._detector.feed, frame):
+                if turn.kind == "started":
+                    await self._speech_started()
+                else:
+                    await self._speech_stopped(time.monotonic() - (turn.silence_ms or _SILENCE_MS) / 1000)
+
+    def _gated(self, frame: np.ndarray) -> bool:
+        return self.echo.blocks(frame, playing=self.speaker.buffered_seconds > 0)
+
+    async def _flush_input(self) -> None:
+        if self._unsent:
+            frames, self._unsent = self._unsent, []
+            await self._append(np.concatenate(frames))
+
+    async def _append(self, frame: np.ndarray) -> None:
+        data = self.encoder.encode(frame)
+        if data:
+            await self.send({"type": ClientEvent.INPUT_APPEND.value, "audio": base64.b64encode(data).decode(),
+                             "format": self.encoder.format, "sample_rate_hz": self.encoder.rate,
+                             "duration_ms": round(self.encoder.duration_ms(data))})
+
+    async def _speech_started(self) -> None:
+        self.user_speaking = True
+        self.state.turn_started()
+        if not self._answer_in_progress():
+            return
+        if self.capabilities.supports_barge_in:
+            return  # the server's overlap policy judges it: a remark is dropped, sustained speech barges in
+        await self._force_barge_in()
+
+    async def _speech_stopped(self, speech_end_at: float) -> None:
+        """A pause: the turn may be over. The model decides (`create_response: false`)."""
+        self.user_speaking = False
+        if self.options.turns == "server":
+            return
+        await self._flush_input()
+        # Both spellings: the document's `response_create`, and `create_response` as the brief for
+        # omni serve's lane and DuplexClient's keyword name it.
+        await self.send({"type": ClientEvent.INPUT_COMMIT.value, "final": True, "response_create": False,
+                         "create_response": False})
+        self.asked += 1
+        self.state.asked(speech_end_at, by_key=False)
+
+    def _answer_in_progress(self) -> bool:
+        audible = self.speaker.buffered_seconds > 0 and self.playing is not None and self.playing.response_id not in self.cut
+        return audible or (self.active is not None and self.active not in self.cut)
+
+    async def _force_barge_in(self) -> None:
+        """No barge-in on the server: stop the answer here, cancel it there, and send the user's
+        speech again from its start (the clear dropped it with the rest of the buffer)."""
+        target = self.active if self.active not in self.cut else None
+        if self.playing is not None and self.playing.response_id not in self.cut:
+            target = target or self.playing.response_id
+            await self._cut_off()
+        elif target is not None:
+            self.cut.add(target)
+            self.state.cut_off(0)
+        self.forced += 1
+        cancel: dict = {"type": ClientEvent.RESPONSE_CANCEL.value}
+        if target is not None:
+            cancel["response_id"] = target
+        await self.send(cancel)
+        self._unsent = []  # the preroll holds them
+        await self.send({"type": ClientEvent.INPUT_CLEAR.value})
+        await self._append(np.concatenate(list(self._preroll)))
+
+    async def _cut_off(self) -> None:
+        """The user talked over the answer: what was not heard is dropped from the speaker, and
+        the server told how much of each answer on it was heard (`truncate` where it can shorten
+        the stored answer)."""
+        cut = [(playing, self._played_samples(playing)) for playing in self.on_speaker]
+        self.speaker.flush()
+        self.on_speaker = []
+        if not cut:
+            return
+        self.interruptions += 1
+        self.state.cut_off(cut[-1][1])
+        for playing, _ in cut:
+            self.cut.add(playing.response_id)
+            await self._ack(playing, cut=True)
+
+    # ---- playback ---------------------------------------------------------------------------
+
+    def _played_samples(self, playing: Playing) -> int:
+        """Samples (24 kHz) of `playing` the listener has heard: what the speaker played past its mark."""
+        played = (self.speaker.played_frames - playing.mark) * SPEECH_RATE / self.speaker.device_rate
+        return int(min(max(played, 0), playing.samples))
+
+    def played_ms(self, playing: Playing) -> int:
+        return self._played_samples(playing) * 1000 // SPEECH_RATE
+
+    async def _ack(self, playing: Playing, *, cut: bool = False, quietly: bool = False) -> None:
+        """`playback.ack` with the cumulative `played_ms` (when it moved, and always at a cut)."""
+        played = self.played_ms(playing)
+        if played == playing.acked_ms and not cut:
+            return
+        playing.acked_ms = played
+        self._last_ack_at = time.monotonic()
+        event: dict = {"type": ClientEvent.PLAYBACK_ACK.value, "response_id": playing.response_id,
+                       "played_ms": played, "committed_ms": played}
+        if playing.item_id:
+            event["item_id"] = playing.item_id
+        if cut and self.capabilities.supports_audio_truncate:
+            event["truncate"] = True
+        try:
+            await self.send(event)
+        except OmniError:
+            if not quietly:
+                raise
+
+    async def _follow_playback(self) -> None:
+        """The view follows the speaker; the server hears of each answer's progress every
+        ACK_SECONDS, and when it has played out."""
+        while True:
+            await asyncio.sleep(_POLL_SECONDS)
+            if (newest := self.playing) is not None:
+                self.state.playback(self._played_samples(newest), self.speaker.buffered_seconds)
+            due = time.monotonic() - self._last_ack_at >= ACK_SECONDS
+            for playing in list(self.on_speaker):
+                finished = playing.done and self._played_samples(playing) >= playing.samples
+                if finished or due:
+                    await self._ack(playing)
+                if finished and playing in self.on_speaker:
+                    self.on_speaker.remove(playing)
+
+    def _play(self, event: dict, response_id: str | None) -> None:
+        if response_id is None or response_id in self.cut:
+            return  # the rest of an answer the user talked over
+        data = base64.b64decode(event.get("delta") or event.get("audio") or "")
+        samples = pcm16_to_float(data)
+        rate = int(event.get("sample_rate_hz") or self.options.preset.output_rate)
+        if rate != SPEECH_RATE:
+            samples = resample(samples, rate, SPEECH_RATE)
+        playing = self.playing
+        if playing is None or playing.response_id != response_id:
+            mark = self.speaker.played_frames + round(self.speaker.buffered_seconds * self.speaker.device_rate)
+            playing = Playing(response_id, event.get("item_id"), mark)
+            self.on_speaker.append(playing)
+        playing.samples += len(samples)
+        self.echo.played(samples)
+        self.said.append(samples)
+        self.state.answer_audio(len(samples))
+        self.speaker.write(samples)
+
+    # ---- the server's side ---------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        async for event in self.link.events():
+            if event.get("type") not in _ECHOES:
+                self._last_event_at = time.monotonic()
+            await self._on(event)
+            if event.get("type") == ServerEvent.SESSION_CLOSED and not self.link.closing:
+                reason = event.get("reason")
+                raise ServerError("the server closed the duplex session" + (f" ({reason})" if reason else ""))
+
+    async def _on(self, event: dict) -> None:  # noqa: C901 - one branch per event the talk reacts to
+        kind = event.get("type")
+        rid = _response_id(event)
+        match kind:
+            case ServerEvent.RESPONSE_CREATED:
+                self.active = rid
+                self.state.answer_started()
+            case ServerEvent.RESPONSE_SPEAK:
+                log.debug("duplex: the model speaks (%s)", rid)
+                self.state.model_decision("speak")
+            case ServerEvent.RESPONSE_LISTEN:
+                log.debug("duplex: the model listens (%s)", (event.get("response") or {}).get("metadata", {}).get("reason"))
+                self.state.model_decision("listen")
+            case ServerEvent.OVERLAP_DECISION:
+                action = str(event.get("action"))
+                log.debug("duplex: overlap %s (%s, %s ms)", action, event.get("reason"), event.get("overlap_ms"))
+                self.state.overlap_decision(action)
+                if action == OverlapAction.BARGE_IN:
+                    await self._server_barge_in()
+            case ServerEvent.OUTPUT_AUDIO_CLEARED:
+                await self._server_barge_in()
+            case ServerEvent.AUDIO_DELTA | duplex.BETA_AUDIO_DELTA:
+                self._play(event, rid)
+            case ServerEvent.AUDIO_TRANSCRIPT_DELTA | ServerEvent.TEXT_DELTA | duplex.BETA_AUDIO_TRANSCRIPT_DELTA:
+                if rid not in self.cut:
+                    self.state.answer_text(event.get("delta") or "")
+            case ServerEvent.INPUT_TRANSCRIPTION:
+                self.state.user_text(event.get("transcript") or "")
+            case ServerEvent.RESPONSE_DONE:
+                await self._response_done(rid, (event.get("response") or {}).get("status"))
+            case ServerEvent.ERROR:
+                code, message = error_code_and_message(event)
+                text = message + (f" ({code})" if code else "")
+                self.errors.append(text)
+                self.view.problem(text)
+
+    async def _server_barge_in(self) -> None:
+        """The server cancelled the answer over the user's speech: stop playing it now."""
+        if self.playing is not None and self.playing.response_id not in self.cut:
+            await self._cut_off()
+        if self.active is not None and self.active not in self.cut:
+            self.cut.add(self.active)
+            self.state.cut_off(0)
+
+    async def _response_done(self, rid: str | None, status: str | None) -> None:
+        if rid == self.active:
+            self.active = None
+        playing = next((p for p in self.on_speaker if p.response_id == rid), None)
+        if status == "cancelled" and rid is not None and rid not in self.cut:
+            if playing is not None:
+                await self._cut_off()  # a barge-in the server decided
+            else:
+                self.state.answer_done(status, self.speaker.buffered_seconds)
+            self.cut.add(rid)
+            return
+        if rid in self.cut:
+            return
+        if playing is not None:
+            playing.done = True
+        self.state.answer_done(status, self.speaker.buffered_seconds)

@@ -1,0 +1,88 @@
+"""Continuous listening for the duplex lane: the realtime input buffer (Silero, Smart Turn, early
+ASR) fed at the client's input rate (16 kHz by default, 24 kHz too), and told apart: a pause Smart
+Turn judged unfinished (the server answers `response.listen`) from a turn end.
+"""
+
+import asyncio
+import base64
+from dataclasses import dataclass
+
+import numpy as np
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import float_to_pcm16, pcm16_to_float, resample
+from omnicli.audio.resampler import StreamResampler
+from omnicli.audio.vad import TurnEvent
+from omnicli.engine.base import Engine
+from omnicli.protocol.duplex import INPUT_RATES
+from omnicli.realtime.events import EventError
+from omnicli.realtime.input_buffer import InputBuffer, decode_pcm16
+
+COMMIT_COMPLETE_AT = 0.5
+"""A commit that leaves the decision to the server is answered when Smart Turn gives the turn at
+least this (its own cut-off); pauses inside a turn use the stricter eagerness thresholds."""
+
+
+@dataclass(frozen=True)
+class Heard:
+    turns: list[TurnEvent]
+    unfinished_pauses: int
+    """Pauses Smart Turn was asked about and judged not the end of the turn."""
+
+
+class DuplexInput(InputBuffer):
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._resamplers: dict[int, StreamResampler] = {}
+        self._rate = SPEECH_RATE
+        self._pauses = 0
+        self.voiced = False
+        """Speech was heard since the last commit or clear."""
+
+    @property
+    def voiced_until_ms(self) -> int:
+        """Where the speech heard so far ends: the input position less the silence since."""
+        detector = self._detector
+        silence = detector._run_ms if detector is not None and detector.speaking else 0  # noqa: SLF001
+        return self._heard_ms - silence
+
+    async def hear(self, audio: str, rate: int) -> Heard:
+        if rate not in INPUT_RATES:
+            raise EventError(f"sample_rate_hz must be one of {', '.join(map(str, INPUT_RATES))}, got {rate}",
+                             "unsupported_audio_format", param="sample_rate_hz")
+        self._rate, self._pauses = rate, 0
+        turns = await self.append(audio)
+        if any(turn.kind == "started" for turn in turns):
+            self.voiced = True
+        return Heard(turns, self._pauses)
+
+    def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:  # runs in a worker thread
+        if self._rate != SPEECH_RATE:
+            resampler = self._resamplers.setdefault(self._rate, StreamResampler(self._rate, SPEECH_RATE))
+            samples = resampler.process(pcm16_to_float(decode_pcm16(audio)))
+            audio = base64.b64encode(float_to_pcm16(samples)).decode()
+        detector = self._detector
+        asked = detector.calls if detector is not None else 0
+        verdicts, turns = super()._append(audio)
+        if self._detector is not None and self._detector.semantic:
+            decided = sum(1 for turn in turns if turn.kind == "stopped" and turn.probability is not None)
+            self._pauses += max(0, self._detector.calls - (asked if detector is self._detector else 0) - decided)
+        return verdicts, turns
+
+    def clear(self, cancel_early: bool = True) -> None:
+        super().clear(cancel_early)
+        self.voiced = self.speaking
+
+
+async def sounds_finished(samples: np.ndarray) -> bool:
+    """Smart Turn on a committed turn (24 kHz): does it sound finished? True when it cannot tell."""
+    from omnicli.audio import smart_turn
+    from omnicli.errors import OmniError
+
+    def judge() -> float:
+        return smart_turn.completion_probability(resample(samples, SPEECH_RATE, smart_turn.RATE))
+
+    try:
+        return await asyncio.to_thread(judge) >= COMMIT_COMPLETE_AT
+    except OmniError:
+        return True

@@ -1,0 +1,33 @@
+"""Without headphones the microphone hears the answer being played. The echo gate lets the mic
+through while something plays only when the user is clearly louder than the playback; both talk
+clients (turn-based and duplex) use it, so they judge "the user talks over the answer" alike."""
+
+import numpy as np
+
+from omnicli.audio.chunk import SPEECH_RATE
+
+MARGIN = 2.0
+"""The user must be this much louder than the playback to get through."""
+LEVEL_SECONDS = 9.0
+"""The playback level is learnt over this many seconds of answer (an exponential average weighted
+by duration, so it does not depend on how a server slices its audio deltas): the user's first
+words over an answer get through easily."""
+
+
+def rms(samples: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(samples**2))) if len(samples) else 0.0
+
+
+class EchoGate:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.level = 0.0
+
+    def played(self, samples: np.ndarray) -> None:
+        """Answer audio (24 kHz) handed to the speaker."""
+        weight = 1.0 - float(np.exp(-len(samples) / (SPEECH_RATE * LEVEL_SECONDS)))
+        self.level += weight * (rms(samples) - self.level)
+
+    def blocks(self, frame: np.ndarray, playing: bool) -> bool:
+        """Whether this mic frame is (probably) the answer heard back, not the user."""
+        return self.enabled and playing and rms(frame) < MARGIN * self.level

@@ -1,0 +1,385 @@
+"""`omni talk --duplex` against the MiniCPM-o flavour of vLLM-Omni's duplex lane (minicpmo_shape, a
+real websockets server on 127.0.0.1): the real CLI headless, and the real DuplexTalkClient with a
+speaker whose playback the test controls, so `played_ms` can be checked against what was played."""
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.errors import ServerError
+from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
+from omnicli.realtime.duplex_client_link import Backoff, DuplexLink
+from omnicli.realtime.duplex_local import LocalDuplexSocket
+from omnicli.realtime.duplex_presets import PRESETS
+from omnicli.realtime.duplex_registry import DuplexRegistry
+
+from cli_harness import ScriptedEngines, omni
+from minicpmo_shape import MiniCPMoShape, delta_level
+from realtime_harness import silence, speech, speech_file
+from scripted import ScriptedEngine, answer
+from talk_harness import Device, Log, Recorder, Voice
+from vllm_realtime_shape import served
+
+SAFETY_S = 30
+"""Only so a broken test fails instead of hanging."""
+DELTA = SPEECH_RATE * 200 // 1000
+"""Samples in one of the shape's audio deltas (200 ms)."""
+
+
+def talk_duplex(url: str, tmp_path: Path, *extra: str | Path, preset: str = "minicpmo"):
+    said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
+    voice = ("--ref-audio", speech_file()) if preset == "minicpmo" else ()
+    result = omni("talk", "--duplex", "--preset", preset, *voice, "--server", url, "--input-file", speech_file(),
+                  "--output-file", said, "--transcript", log, *extra)
+    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return result, said, [(e["dir"], e["event"]) for e in events]
+
+
+def of(events, direction: str, kind: str) -> list[dict]:
+    return [e for d, e in events if d == direction and e["type"] == kind]
+
+
+def levels(samples: np.ndarray) -> list[float]:
+    """The level of each 200 ms delta played (the shape makes delta i a constant)."""
+    return [round(float(np.median(samples[i:i + DELTA])), 2) for i in range(0, len(samples), DELTA)]
+
+
+# ---- headless, through the CLI ----------------------------------------------------------------
+
+def test_a_question_is_answered_headless(tmp_path):
+    shape = MiniCPMoShape(answer="It is noon.", deltas=5)
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert "omni: It is noon. (" in result.stderr
+    samples, rate = sf.read(str(said), dtype="float32")
+    assert rate == SPEECH_RATE and len(samples) == 5 * DELTA
+    assert levels(samples) == [delta_level(i) for i in range(5)]
+    assert shape.queries[0]["duplex"] == "1" and shape.queries[0]["autostart"] == "0"
+    update = of(events, "out", "session.update")[0]["session"]
+    assert update["input_audio_format"] == "pcm16" and update["sample_rate_hz"] == 16000
+    assert update["ref_audio"].startswith("data:audio/wav;base64,UklGR")  # the clip, as WAV
+    assert update["extra_body"]["native_duplex"] is True
+    assert (update["overlap_policy"], update["playback_commit_policy"]) == ("listen_only", "ack_only")
+    appends = of(events, "out", "input_audio_buffer.append")
+    assert {(a["format"], a["sample_rate_hz"]) for a in appends} == {("pcm16", 16000)}
+    assert 180 <= np.median([a["duration_ms"] for a in appends]) <= 220  # ~200 ms appends, not 40 ms mic frames
+    assert [c["response_create"] for c in of(events, "out", "input_audio_buffer.commit")] == [False]
+    assert len(of(events, "in", "response.speak")) == 1
+    assert of(events, "out", "playback.ack")[-1]["played_ms"] == 1000
+    session = next(iter(shape.sessions.values()))
+    assert session.history == [{"response_id": "resp_01", "played_ms": 1000}]
+    last_out = [e["type"] for d, e in events if d == "out" and e["type"] != "session.event_ack"][-1]
+    assert (last_out, events[-1][1]["type"]) == ("session.close", "session.closed")
+    seqs = [e["server_event_seq"] for d, e in events if d == "in"]
+    done = of(events, "in", "response.done")[0]["server_event_seq"]
+    assert session.event_acks == seqs[:len(session.event_acks)] and done in session.event_acks  # each, in order
+
+
+def test_a_socket_killed_mid_answer_is_resumed_with_no_event_lost_or_doubled(tmp_path):
+    shape = MiniCPMoShape(deltas=6, drop_after_deltas=2, replay_extra=3, pace_s=0.05)
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert shape.drops == 1 and len(shape.received) == 2
+    resume = shape.received[1][0]
+    assert resume["type"] == "session.resume" and shape.queries[1]["autostart"] == "0"
+    cursor = resume["last_received_server_event_seq"]
+    assert shape.replayed[:3] == [cursor - 2, cursor - 1, cursor]  # the server sent these twice...
+    seqs = [e["server_event_seq"] for d, e in events if d == "in" and "server_event_seq" in e]
+    assert seqs == list(range(1, len(seqs) + 1))  # ...the conversation saw every event once
+    samples, _ = sf.read(str(said), dtype="float32")
+    assert levels(samples) == [delta_level(i) for i in range(6)]  # all of the answer, once, in order
+    assert len(of(events, "in", "session.resumed")) == 1
+
+
+def test_a_server_whose_greeting_offers_duplex_is_talked_to_in_duplex(tmp_path):
+    """No --duplex: the greeting (`session.created` with duplex capabilities) chooses it."""
+    shape = MiniCPMoShape(greet=True, needs_ref_audio=False)
+    said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
+    with served(shape.handler) as url:
+        result = omni("talk", "--server", url, "--input-file", speech_file(), "--output-file", said, "--transcript", log)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines()[0] == ("omni talk: the server offers full duplex (its session.created has duplex "
+                                             "capabilities): talking duplex")
+    assert "autostart" not in shape.queries[0] and shape.queries[1]["duplex"] == "1"
+    assert [e["type"] for e in shape.received[0]] == ["session.close"]  # the greeted session, closed
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert "response.speak" in [e["type"] for e in events] and "response.create" not in [e["type"] for e in events]
+    assert len(sf.read(str(said))[0]) == 5 * DELTA
+
+
+def test_a_resume_the_server_refuses_ends_the_talk_in_one_line(tmp_path):
+    shape = MiniCPMoShape(deltas=4, drop_after_deltas=1, forget_on_drop=True)
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path)
+    assert result.exit_code == 1
+    session = of(events, "in", "session.created")[0]["session"]["id"]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"omni: error: the duplex session could not be resumed: Unknown or expired duplex session: {session} "
+        "(session_resume_expired)")
+    assert not said.exists()
+
+
+def test_resume_backoff_is_jittered_and_grows_to_its_ceiling():
+    backoff = Backoff(attempts=5, low=0.25, high=4.0)
+    for attempt, ceiling in enumerate([0.25, 0.5, 1.0, 2.0, 4.0, 4.0]):
+        delays = {backoff.delay(attempt) for _ in range(50)}
+        assert all(0.25 <= d <= ceiling for d in delays)
+        assert len(delays) > 1 or ceiling == 0.25  # jittered wherever there is room
+
+
+def test_minicpmo_without_ref_audio_is_a_usage_error(tmp_path):
+    result = omni("talk", "--duplex", "--preset", "minicpmo", "--server", "http://127.0.0.1:9",
+                  "--input-file", speech_file(), "--output-file", tmp_path / "said.wav")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "omni: error: --preset minicpmo needs --ref-audio FILE (a clip of the voice the model speaks in)"]
+
+
+@pytest.mark.parametrize("vad", ["client", "server"])
+def test_duplex_without_a_server_is_answered_in_process(tmp_path, vad):
+    """No --server: the duplex lane runs in this process on the (scripted) engine; same handshake,
+    acks and events as over a socket, and the session says it cannot be resumed (no socket to lose)."""
+    engines = ScriptedEngines(ScriptedEngine(chat=answer("It is noon.", audio_seconds=1.0)))
+    said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
+    result = omni("talk", "--duplex", "--vad", vad, "--input-file", speech_file(), "--output-file", said,
+                  "--transcript", log, engines=engines)
+    assert result.exit_code == 0, result.stderr
+    assert "omni: It is noon." in result.stderr
+    assert len(sf.read(str(said))[0]) == SPEECH_RATE
+    events = [(e["dir"], e["event"]) for e in map(json.loads, log.read_text().splitlines())]
+    kinds = [(d, e["type"]) for d, e in events]
+    assert kinds[:2] == [("out", "session.update"), ("in", "session.created")]
+    created = events[1][1]
+    assert created["session"]["capabilities"]["supports_session_resume"] is False
+    assert ("in", "response.speak") in kinds and ("out", "response.create") not in kinds
+    assert [e["played_ms"] for d, e in events if e["type"] == "playback.ack"][-1] == 1000
+    seqs = [e["server_event_seq"] for d, e in events if d == "in" and "server_event_seq" in e]
+    assert seqs == list(range(1, len(seqs) + 1))
+    acked = [e["server_event_seq"] for d, e in events if d == "out" and e["type"] == "session.event_ack"]
+    assert acked == seqs[:len(acked)] and len(acked) >= len(seqs) - 1  # all but (maybe) session.closed
+    assert kinds[-1] == ("in", "session.closed")
+    engine = engines.scripted
+    assert engine.preloaded == 1 and sum(type(r).__name__ == "ChatRequest" for r in engine.requests) == 1
+
+
+def test_an_in_process_session_refuses_a_resume_in_the_flat_shape():
+    """In process there is no socket to lose: resume is not offered, and a `session.resume` says so."""
+    async def go():
+        sock = LocalDuplexSocket(DuplexRegistry(ScriptedEngine(), model_id="m", served=False, resumable=False))
+        await sock.open()
+        await sock.send({"type": "session.resume", "session_id": "sess_x", "resume_token": "rt_x",
+                         "last_received_server_event_seq": 0})
+        return [e async for e in sock.events()]
+
+    events = asyncio.run(asyncio.wait_for(go(), SAFETY_S))
+    assert [(e["type"], e["code"]) for e in events] == [("error", "session_resume_unsupported")]
+
+
+def test_a_handshake_error_ends_the_talk_in_one_line(tmp_path):
+    """The model-neutral preset sends no voice clip; the MiniCPM-o server refuses in the flat shape."""
+    shape = MiniCPMoShape()
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path, preset="default")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "omni: error: the server refused the duplex session: MiniCPM-o needs ref_audio: a clip of the assistant's "
+        "voice (ref_audio_required)"]
+    assert not said.exists()
+    assert [e["type"] for _, e in events] == ["session.update", "error"]
+
+
+@pytest.mark.parametrize("finale, line", [
+    ("session.closed", "the server closed the duplex session"),
+    ("session.replaced", "the duplex session was taken over by another connection (session.replaced)"),
+    ("session.expired", "the duplex session expired on the server (disconnect_grace_expired)"),
+    ("session.resync_required", "the server can no longer replay the duplex session (journal_overflow); start a new one"),
+])
+def test_a_session_the_server_ends_ends_the_talk_in_one_line(tmp_path, finale, line):
+    shape = MiniCPMoShape(finale=finale)
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == f"omni: error: {line}"
+    assert sum(text.startswith("omni: error:") for text in result.stderr.splitlines()) == 1
+    assert [e for d, e in events if d == "in"][-1] == of(events, "in", finale)[0]  # the last word
+    assert not of(events, "out", "session.close")  # the session is gone: nothing to close
+
+
+# ---- the client with a speaker the test plays ---------------------------------------------------
+
+class Duplex:
+    """A running DuplexTalkClient against `url`; `async with Duplex(url) as d`."""
+
+    def __init__(self, url: str, *, preset: str = "minicpmo") -> None:
+        self.voice, self.log, self.stop = Voice(), Log(), asyncio.Event()
+        self.speaker, self.view = Device(), Recorder()
+        self.link = DuplexLink(url, None, None, log=self.log.write)
+        ref = "data:audio/wav;base64," + base64.b64encode(speech_file().read_bytes()).decode()
+        self.client = DuplexTalkClient(self.link, self.voice, self.speaker,
+                                       DuplexOptions(PRESETS[preset], ref, echo_gate=False), self.view)
+
+    async def __aenter__(self) -> "Duplex":
+        self.task = asyncio.create_task(self.client.run(self.stop))
+        started = asyncio.create_task(self.voice.started.wait())
+        await asyncio.wait([started, self.task], return_when=asyncio.FIRST_COMPLETED)
+        if self.task.done():
+            await self.task
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.stop.set()
+        await self.task
+
+    def ask(self) -> None:
+        self.voice.say(np.concatenate([speech(), silence(0.8)]))
+
+    def acks(self) -> list[dict]:
+        return self.log.of("out", "playback.ack")
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, SAFETY_S))
+
+
+def test_client_forced_barge_in_where_the_server_has_none():
+    """supports_barge_in false: the client stops the answer where the speaker stopped, tells the
+    server how much was played, cancels the response and clears the input it talked over."""
+    shape = MiniCPMoShape(supports_barge_in=False, deltas=10, hold=8)
+
+    async def go(url: str):
+        async with Duplex(url) as d:
+            d.ask()
+            await d.log.until("in", "response.audio.delta", 8)
+            d.speaker.play(int(1.2 * SPEECH_RATE))  # 1.2 s of the answer heard, 0.4 s still queued
+            d.voice.say(np.concatenate([speech(), silence(0.8)]))
+            await d.log.until("out", "input_audio_buffer.clear")
+            await d.log.until("out", "input_audio_buffer.commit", 2)
+        return d
+
+    with served(shape.handler) as url:
+        d = run(go(url))
+    assert d.link.capabilities.supports_barge_in is False
+    sent = [e for direction, e in d.log.events if direction == "out" and e["type"] not in ("input_audio_buffer.append", "session.event_ack")]
+    cut = [e["type"] for e in sent].index("response.cancel")
+    ack = sent[cut - 1]
+    assert [e["type"] for e in sent[cut - 1:cut + 2]] == ["playback.ack", "response.cancel", "input_audio_buffer.clear"]
+    heard_ms = d.speaker.played_frames * 1000 // SPEECH_RATE
+    assert ack["played_ms"] == heard_ms == 1200 and "truncate" not in ack  # no audio truncation there
+    first = [a["played_ms"] for a in d.acks() if a["response_id"] == "resp_01"]
+    assert first == sorted(first) and first[-1] == 1200  # cumulative, and nothing past the cut
+    assert d.log.of("out", "response.cancel")[0]["response_id"] == "resp_01"
+    assert d.speaker.flushed == 1 and d.client.forced == 1
+    session = next(iter(shape.sessions.values()))
+    assert session.history[0] == {"response_id": "resp_01", "played_ms": 1200}
+    assert any(line.endswith("—[interrupted]") for line in d.view.lines)
+
+
+def test_server_barge_in_where_the_server_has_it():
+    """supports_barge_in true: the client keeps streaming; the server cancels, and the client
+    stops playing at once and acknowledges (truncating) exactly what was played."""
+    shape = MiniCPMoShape(supports_barge_in=True, deltas=10, hold=8)
+
+    async def go(url: str):
+        async with Duplex(url) as d:
+            d.ask()
+            await d.log.until("in", "response.audio.delta", 8)
+            d.speaker.play(int(0.6 * SPEECH_RATE))
+            d.voice.say(np.concatenate([speech(), silence(0.8)]))
+            await d.log.until("in", "response.done")
+            await d.log.until("out", "input_audio_buffer.commit", 2)
+            labels = list(d.client.state.badges)
+        return d, labels
+
+    with served(shape.handler) as url:
+        d, labels = run(go(url))
+    assert not d.log.of("out", "response.cancel") and not d.log.of("out", "input_audio_buffer.clear")
+    assert d.log.of("in", "overlap.decision")[0]["action"] == "barge_in"
+    assert d.log.of("in", "response.done")[0]["response"]["status"] == "cancelled"
+    truncating = [a for a in d.acks() if a.get("truncate")]
+    assert len(truncating) == 1 and truncating[0]["played_ms"] == 600 == d.speaker.played_frames * 1000 // SPEECH_RATE
+    assert d.speaker.flushed == 1 and d.client.forced == 0 and d.client.interruptions == 1
+    assert next(iter(shape.sessions.values())).history[0]["played_ms"] == 600
+    assert "overlap: barge_in" in labels
+
+
+def test_a_pause_the_model_does_not_take_as_a_turn_end_shows_listen():
+    """A commit without enough speech in it: the model keeps listening (response.listen)."""
+    shape = MiniCPMoShape()
+
+    async def go(url: str):
+        async with Duplex(url) as d:
+            d.voice.say(np.concatenate([speech()[: SPEECH_RATE // 4], silence(0.8)]))  # a quarter second
+            await d.log.until("in", "response.listen")
+            listening = list(d.client.state.badges)
+            d.ask()
+            await d.log.until("in", "response.speak")
+            speaking = list(d.client.state.badges)
+        return listening, speaking
+
+    with served(shape.handler) as url:
+        listening, speaking = run(go(url))
+    assert "model listens" in listening and "model speaks" in speaking
+
+
+def test_heartbeats_keep_the_lease():
+    """With a 0.6 s lease and nothing said, only the heartbeats (every 0.2 s) keep the session."""
+    shape = MiniCPMoShape(idle_timeout_s=0.6)
+
+    async def go(url: str):
+        async with Duplex(url) as d:
+            await d.log.until("in", "session.heartbeat_ack", 5)  # a second: past the lease
+        return d
+
+    with served(shape.handler) as url:
+        d = run(go(url))
+    assert d.link.heartbeat_s == pytest.approx(0.2)
+    assert not d.log.of("in", "session.expired")
+    assert d.log.of("in", "session.closed")[0]["reason"] == "session_close"
+
+
+def test_without_heartbeats_the_lease_runs_out_in_one_line():
+    """The control: the same lease with the heartbeat stopped expires, and says so."""
+    shape = MiniCPMoShape(idle_timeout_s=0.3)
+
+    async def go(url: str):
+        link = DuplexLink(url, None, None)
+        await link.open({"ref_audio": "data:audio/wav;base64,AAAA", "input_audio_format": "pcm16", "sample_rate_hz": 16000})
+        assert link._heartbeat is not None
+        link._heartbeat.cancel()
+        try:
+            async for _ in link.events():
+                pass
+        finally:
+            await link.close()
+
+    with served(shape.handler) as url, pytest.raises(ServerError) as failure:
+        run(go(url))
+    assert str(failure.value) == "the duplex session expired on the server (idle_ttl_expired)"
+
+
+@pytest.mark.parametrize("period, ms", [(1000, 200), (80, 80), (32, 40), (None, 200)])
+def test_appends_follow_the_models_unit(period, ms):
+    """chunk_period_ms from the capabilities sets the append length (whole 40 ms mic frames)."""
+    from omnicli.realtime.duplex_client import append_ms
+
+    assert append_ms(period) == ms
+
+
+def test_personaplex_preset_sends_24khz_float_audio():
+    from omnicli.realtime.duplex_presets import InputEncoder, session_config
+
+    chosen = PRESETS["personaplex"]
+    session = session_config(chosen)
+    assert (session["input_audio_format"], session["sample_rate_hz"]) == ("pcm_f32le", 24000)
+    assert "ref_audio" not in session and "overlap_policy" not in session
+    frame = np.linspace(-0.5, 0.5, 960, dtype=np.float32)
+    data = InputEncoder(chosen).encode(frame)
+    assert np.array_equal(np.frombuffer(data, "<f4"), frame)

@@ -1,0 +1,285 @@
+"""`omni talk --duplex` against `omni serve`'s own duplex lane: the real app over a scripted engine,
+served by uvicorn on 127.0.0.1 (a real socket), with the real CLI and the real DuplexTalkClient.
+A cutting TCP proxy between them kills the socket mid-answer, as a network would."""
+
+import asyncio
+import base64
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import uvicorn
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import float_to_pcm16, resample
+from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
+from omnicli.realtime.duplex_client_link import Backoff, DuplexLink
+from omnicli.realtime.duplex_presets import PRESETS
+from omnicli.realtime.speakers import FileSpeaker
+from omnicli.server.app import create_app
+
+from cli_harness import omni
+from realtime_harness import silence, speech, speech_file
+from scripted import Hold, ScriptedEngine, answer
+from talk_harness import Log, Quiet, Voice
+
+SAFETY_S = 30
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _server(engine: ScriptedEngine, port: int) -> uvicorn.Server:
+    app = create_app(engine, preload=False)
+    return uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", loop="asyncio",
+                                         http="h11", ws="websockets-sansio"))
+
+
+@contextlib.contextmanager
+def serving(engine: ScriptedEngine):
+    """`omni serve`'s app in a thread of its own; its URL."""
+    port = _free_port()
+    server = _server(engine, port)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.mark.parametrize("vad", ["client", "server"])
+def test_a_question_is_answered_headless_by_omni_serve(tmp_path, vad):
+    """`--vad client` commits at a pause (the server decides what it was); `--vad server` leaves
+    the turn's end to the server entirely."""
+    said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
+    with serving(ScriptedEngine(chat=answer("It is noon.", audio_seconds=1.0))) as url:
+        result = omni("talk", "--duplex", "--vad", vad, "--server", url, "--input-file", speech_file(),
+                      "--output-file", said, "--transcript", log)
+    assert result.exit_code == 0, result.stderr
+    assert "omni: It is noon." in result.stderr
+    assert len(sf.read(str(said))[0]) == SPEECH_RATE
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    kinds = [(e["dir"], e["event"]["type"]) for e in events]
+    assert ("in", "response.speak") in kinds and ("out", "response.create") not in kinds
+    created = next(e["event"] for e in events if e["event"]["type"] == "session.created")
+    assert created["session"]["capabilities"]["implementation_level"]
+    acks = [e["event"] for e in events if e["event"]["type"] == "playback.ack"]
+    assert acks[-1]["played_ms"] == 1000
+    assert [k for d, k in kinds if d == "out" and k != "session.event_ack"][-1] == "session.close"
+    assert kinds[-1] == ("in", "session.closed")
+    assert (("out", "input_audio_buffer.commit") in kinds) == (vad == "client")
+
+
+class CuttingProxy:
+    """TCP between the client and the server, cut on demand (both sides aborted, no close frame)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.writers: list[asyncio.StreamWriter] = []
+        self.connections = 0
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader, writer) -> None:
+        self.connections += 1
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self.writers += [writer, up_writer]
+
+        async def pipe(source, sink) -> None:
+            with contextlib.suppress(Exception):
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            with contextlib.suppress(Exception):
+                sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def cut(self) -> None:
+        for writer in self.writers:
+            writer.transport.abort()
+        self.writers.clear()
+
+    async def close(self) -> None:
+        self.server.close()
+        self.cut()
+
+
+def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_doubled():
+    hold = Hold()
+    engine = ScriptedEngine(chat=[*answer("Paris is the capital.", audio_seconds=1.0)[:-1], hold,
+                                  *answer(" It is in France.", audio_seconds=1.0)[1:2], answer("x")[-1]])
+
+    async def go():
+        port = _free_port()
+        server = _server(engine, port)
+        serving_task = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        proxy = CuttingProxy(port)
+        url = await proxy.start()
+        voice, log, stop = Voice(), Log(), asyncio.Event()
+        link = DuplexLink(url, None, None, log=log.write, backoff=Backoff(low=0.05))
+        client = DuplexTalkClient(link, voice, FileSpeaker(), DuplexOptions(PRESETS["default"]), Quiet())
+        talk = asyncio.create_task(client.run(stop))
+        try:
+            await voice.started.wait()
+            voice.say(np.concatenate([speech(), silence(1.0)]))
+            await log.until("in", "response.output_audio.delta")
+            proxy.cut()  # mid-answer: the rest is made while no socket is attached
+            hold.open()
+            await log.until("in", "response.done")
+            stop.set()
+            await talk
+        finally:
+            await proxy.close()
+            server.should_exit = True
+            await serving_task
+        return client, link, log, proxy
+
+    client, link, log, proxy = asyncio.run(asyncio.wait_for(go(), SAFETY_S))
+    assert link.resumes == 1 and link.duplicates == 0
+    seqs = [e["server_event_seq"] for d, e in log.events if d == "in" and "server_event_seq" in e]
+    assert seqs == list(range(1, len(seqs) + 1))  # every event once, in order
+    assert sum(len(s) for s in client.said) == 2 * SPEECH_RATE  # both halves of the answer, once
+    assert [e["type"] for e in log.of("in", "response.done")] == ["response.done"]
+    assert log.of("in", "session.closed")[0]["reason"] == "session_close"
+
+
+
+DRIVER = Path(__file__).with_name("vllm_duplex_driver.py")
+
+
+def _question_wav_16k(path: Path) -> Path:
+    sf.write(str(path), resample(np.concatenate([speech(), silence(1.5)]), SPEECH_RATE, 16000), 16000, subtype="PCM_16")
+    return path
+
+
+def test_vllm_omnis_own_duplex_client_is_answered_by_omni_serve(tmp_path):
+    """vLLM-Omni's `DuplexClient` itself (vllm_omni/clients/duplex.py, run as its docstring shows):
+    it connects with `autostart=0` and opens the session with `session.update`, streams PCM16 with a
+    per-append `format`, acknowledges every numbered event, heartbeats, acks playback; the server's
+    turn detection ends the question and the answer comes back through the client's own demux."""
+    wav = _question_wav_16k(tmp_path / "question-16k.wav")
+    with serving(ScriptedEngine(chat=answer("It is noon.", audio_seconds=1.0))) as url:
+        proc = subprocess.run([sys.executable, str(DRIVER), url.replace("http://", "ws://"), str(wav)],
+                              capture_output=True, text=True, timeout=SAFETY_S * 4)
+    if proc.returncode == 77:
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    seen = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    assert seen["session_id"].startswith("sess") and seen["created"]["capabilities"]["supports_session_resume"]
+    assert seen["decisions"][-1] == "speak" and set(seen["decisions"][:-1]) <= {"listen"}
+    assert seen["audio_bytes"] == 2 * SPEECH_RATE and seen["played_ms"] == 1000  # 1 s of 24 kHz PCM16, all of it
+    assert seen["transcript"].strip() == "It is noon."
+    events = seen["events"]
+    kinds = [e["type"] for e in events]
+    assert "error" not in kinds, [e for e in events if e["type"] == "error"]
+    seqs = [e["server_event_seq"] for e in events if "server_event_seq" in e]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    acknowledged = [e["event"]["played_ms"] for e in events if e["type"] == "playback.acknowledged"]
+    assert acknowledged and acknowledged[-1] == 1000
+    assert kinds[-1] == "session.closed"
+
+
+def _frame(event: dict) -> str:
+    """A client event as DuplexClient.send writes it: `event_id` (evt_ + uuid4 hex) added last, then json.dumps."""
+    return json.dumps({**event, "event_id": f"evt_{uuid.uuid4().hex}"})
+
+
+@pytest.mark.parametrize(("encoding", "rate"), [("pcm16", 16000), ("pcm_f32le", 24000)])
+def test_duplex_client_frames_as_its_source_writes_them_are_answered_end_to_end(encoding, rate):
+    """The frames of vLLM-Omni's DuplexClient, recorded from its source (vllm_omni/clients/duplex.py:
+    `_target_url`, `SessionConfig.to_session_payload`, `append_audio`, `commit`, `ack_playback`, the
+    `session.event_ack` of `_after_dispatch`, `_heartbeat_loop`, `_attempt_resume`, `close`), sent
+    raw over a real socket; pcm_f32le at 24 kHz is its PersonaPlex preset (clients/personaplex.py).
+    The resume keeps to what its `_accept_event` drops: nothing numbered at or below its cursor."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    width = 2 if encoding == "pcm16" else 4
+    clip = resample(np.concatenate([speech(), silence(0.3)]), SPEECH_RATE, rate)
+    pcm = float_to_pcm16(clip) if encoding == "pcm16" else clip.astype("<f4").tobytes()
+
+    async def scenario(url: str) -> None:
+        target = f"{url.replace('http://', 'ws://')}/v1/realtime?duplex=1&model=omni-test&autostart=0"
+        ws = await connect(target, max_size=64 << 20)
+        seen: list[dict] = []
+
+        async def until(kind: str, where=lambda e: True) -> dict:
+            while True:
+                event = json.loads(await asyncio.wait_for(ws.recv(), SAFETY_S))
+                seen.append(event)
+                if isinstance(event.get("server_event_seq"), int):  # as _after_dispatch: a failed ack is let go
+                    with contextlib.suppress(ConnectionClosed):
+                        await ws.send(json.dumps({"type": "session.event_ack", "server_event_seq": event["server_event_seq"]}))
+                assert event["type"] != "error", event  # responses() raises on any error event
+                if event["type"] == kind and where(event):
+                    return event
+
+        await ws.send(_frame({"type": "session.update", "session": {
+            "model": "omni-test", "modalities": ["audio", "text"], "input_audio_format": encoding,
+            "output_audio_format": "pcm16", "sample_rate_hz": rate,
+            "audio": {"input": {"sample_rate_hz": rate}, "output": {"sample_rate_hz": 24000}},
+            "turn_detection": {"type": "server_vad", "silence_duration_ms": 3000},  # the commit ends the turn
+            "extra_body": {"auto_response": True}}}))
+        created = await until("session.created")
+        assert created["session"]["input_audio_format"] == encoding
+        chunk, end_ms = rate * 200 // 1000 * width, 0.0
+        for offset in range(0, len(pcm), chunk):
+            piece = pcm[offset:offset + chunk]
+            end_ms += len(piece) * 1000 / (rate * width)
+            await ws.send(_frame({"type": "input_audio_buffer.append", "audio": base64.b64encode(piece).decode("ascii"),
+                                  "format": encoding, "sample_rate_hz": rate, "duration_ms": round(len(piece) * 1000 / (rate * width)),
+                                  "audio_end_ms": round(end_ms)}))
+        await ws.send(_frame({"type": "input_audio_buffer.commit", "final": True}))
+        done = await until("response.done")
+        rid = done["response"]["id"]
+        audio = b"".join(base64.b64decode(e["delta"]) for e in seen
+                         if e["type"] == "response.output_audio.delta" and e["response_id"] == rid)
+        assert len(audio) == 2 * SPEECH_RATE  # the whole second, in the name the client's demux reads
+        await ws.send(_frame({"type": "playback.ack", "played_ms": 1000, "committed_ms": 1000, "response_id": rid,
+                              "item_id": f"item_{rid}"}))
+        assert (await until("playback.acknowledged"))["event"]["played_ms"] == 1000
+        await ws.send(_frame({"type": "session.heartbeat"}))
+        await until("session.heartbeat_ack")
+        cursor = [e["server_event_seq"] for e in seen if "server_event_seq" in e][-1]
+        for _ in range(3):  # three more events that the transport loses: never dispatched, never acknowledged
+            await ws.send(_frame({"type": "session.heartbeat"}))
+        lost = [json.loads(await asyncio.wait_for(ws.recv(), SAFETY_S))["server_event_seq"] for _ in range(3)]
+        await ws.close()  # the drop; the client resumes from the last sequence number it dispatched
+        ws = await connect(target, max_size=64 << 20)
+        await ws.send(json.dumps({"type": "session.resume", "session_id": created["session"]["id"],
+                                  "resume_token": created["resume_token"], "last_received_server_event_seq": cursor}))
+        resumed = json.loads(await asyncio.wait_for(ws.recv(), SAFETY_S))
+        assert resumed["type"] == "session.resumed" and resumed.get("server_event_seq", cursor) <= cursor
+        replayed = [json.loads(await asyncio.wait_for(ws.recv(), SAFETY_S)) for _ in lost]
+        assert [e["server_event_seq"] for e in replayed] == lost == [cursor + 1, cursor + 2, cursor + 3]
+        assert {e["type"] for e in replayed} == {"session.heartbeat_ack"}  # above the cursor: the client keeps each, once
+        seen.clear()
+        await ws.send(_frame({"type": "session.close"}))
+        await until("session.closed")
+        await ws.close()
+
+    with serving(ScriptedEngine(chat=answer("It is noon.", audio_seconds=1.0))) as url:
+        asyncio.run(asyncio.wait_for(scenario(url), SAFETY_S * 2))
