@@ -176,6 +176,11 @@ class TurnDetector:
                 self._next_ask_ms = self.pause_ms
         return events
 
+    def end_turn(self) -> None:
+        """The turn was ended from outside (a client's commit took it): whatever follows is a new
+        turn, so the speech already committed is not stopped, and committed, a second time."""
+        self.speaking, self._run_ms, self._next_ask_ms = False, 0, self.pause_ms
+
     def _semantic_stop(self) -> TurnEvent | None:
         """At each chunk of silence in a turn: a stop, or None while the turn goes on."""
         probability = None

@@ -73,6 +73,12 @@ class DuplexInput(InputBuffer):
         super().clear(cancel_early)
         self.voiced = self.speaking
 
+    def end_turn(self) -> None:
+        """A client's commit ended the turn the detector was still in: it must not end it again."""
+        if self._detector is not None:
+            self._detector.end_turn()
+        self.voiced = False
+
 
 async def sounds_finished(samples: np.ndarray) -> bool:
     """Smart Turn on a committed turn (24 kHz): does it sound finished? True when it cannot tell."""

@@ -266,6 +266,7 @@ class DuplexSession(Lifeline):
             raise EventError("input_audio_buffer.commit requires a non-empty input audio buffer.", ErrorCode.INPUT_BUFFER_EMPTY)
         _, samples = await self._commit_item(self._speech_item_id or new_id("item"))
         self._speech_item_id = None
+        self.input.end_turn()  # the detector's turn was this one: its tail is not a second turn
         if create is True or (create is None and self.config.auto_response):
             await self._respond()
         elif create is False:

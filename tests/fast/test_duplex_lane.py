@@ -245,6 +245,21 @@ def test_a_commit_that_leaves_it_to_the_server_listens_to_silence_and_answers_a_
     assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
 
 
+def test_a_client_commit_ends_the_turn_the_server_was_still_in_and_its_tail_is_not_a_second_turn():
+    async def test(app):
+        socket, _ = await connect(app, {"turn_detection": {"type": "server_vad", "silence_duration_ms": 1500}})
+        await socket.stream(np.concatenate([quiet(0.3), say(QUESTION), quiet(0.5)]))
+        await socket.send({"type": "input_audio_buffer.commit", "create_response": False})  # before the server's 1.5 s
+        await socket.until("response.done")
+        await socket.stream(quiet(2.5))  # the server's own silence rule would end that turn again in here
+        await socket.send({"type": "session.heartbeat"})
+        await socket.until("session.heartbeat_ack")  # events are carried out in order: every append is heard
+        return socket.kinds()
+
+    kinds = run(test)
+    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
+
+
 # ---- overlap ----------------------------------------------------------------------------------
 
 def test_a_backchannel_while_the_assistant_speaks_is_dropped_and_does_not_interrupt():
