@@ -176,6 +176,11 @@ class TurnDetector:
                 self._next_ask_ms = self.pause_ms
         return events
 
+    @property
+    def heard_ms(self) -> int:
+        """How much audio was fed so far (whole VAD chunks)."""
+        return self._position_ms
+
     def end_turn(self) -> None:
         """The turn was ended from outside (a client's commit took it): whatever follows is a new
         turn, so the speech already committed is not stopped, and committed, a second time."""

@@ -1,7 +1,14 @@
 """Hearing the user before they commit: once a short pause follows speech, the pending audio is
 transcribed in the background. If the commit that follows added only silence, its transcript is
 ready when the answer starts, so the answer does not wait for ASR (measured here: ~300 ms of
-the commit-to-first-audio time). New speech before the commit voids the early transcript."""
+the commit-to-first-audio time). New speech before the commit voids the early transcript.
+
+When to start is a trade: a turn that ends by meaning (Smart Turn, ~130-200 ms into the pause)
+wants the transcript started at once, but every pause between two words then costs a Whisper
+run that new speech voids, which on two cores took 15-25 % of `omni serve`'s answers per minute
+at 4-8 sessions (benchmarks/latency.py). So a transcript starts after `EAGER_PAUSE_MS` only
+while the process is otherwise idle (no other early transcript, no answer being made: one
+talker), and after `PAUSE_MS` in any case."""
 
 import asyncio
 
@@ -11,41 +18,66 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
 from omnicli.audio.vad import TurnDetector
 from omnicli.engine.base import Engine
+from omnicli.realtime.responses import Response
 
-PAUSE_MS = 96
-"""Three VAD chunks: started before a semantic turn end (Smart Turn is asked at 128 ms), the
-transcript is (nearly) ready at the commit; at 200 ms it cost those turns ~150 ms of ASR."""
+EAGER_PAUSE_MS = 96
+"""Three VAD chunks: ahead of a semantic turn end (Smart Turn is asked at 128 ms)."""
+PAUSE_MS = 200
+"""Ahead of a 500 ms-silence turn end, with time for Whisper to finish."""
+
+_running = 0
+"""Early transcripts running in this process, all sessions together."""
+
+STARTED, EAGER, LATE = "started", "eager", "late"
+
+
+def _idle() -> bool:
+    return _running == 0 and Response.running == 0
 
 
 class EarlyTranscriber:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._detector: TurnDetector | None = None
+        self._speech_end_ms: int | None = None
+        """Where the speech before the current pause ended (None while speaking, or once the
+        late pause was reported)."""
         self._heard: bytes | None = None
         self._task: asyncio.Task | None = None
 
     def pauses(self, samples: np.ndarray) -> list[str]:
-        """The VAD's verdicts on an appended piece ("started"/"stopped"); CPU work, for a worker thread."""
+        """The VAD's verdicts on an appended piece: speech started, an eager pause, a late one
+        (PAUSE_MS of it); CPU work, for a worker thread."""
         if self._detector is None:
-            self._detector = TurnDetector(SPEECH_RATE, silence_ms=PAUSE_MS, prefix_padding_ms=0)
-        return [turn.kind for turn in self._detector.feed(samples)]
+            self._detector = TurnDetector(SPEECH_RATE, silence_ms=EAGER_PAUSE_MS, prefix_padding_ms=0)
+        verdicts = []
+        for turn in self._detector.feed(samples):
+            verdicts.append(STARTED if turn.kind == "started" else EAGER)
+            self._speech_end_ms = None if turn.kind == "started" else turn.ms
+        if self._speech_end_ms is not None and self._detector.heard_ms - self._speech_end_ms >= PAUSE_MS:
+            verdicts.append(LATE)
+            self._speech_end_ms = None
+        return verdicts
 
     def act(self, verdicts: list[str], buffer: bytes | bytearray) -> None:
         """On the loop, after `pauses`: speech voids the early transcript, a pause starts one."""
         for kind in verdicts:
-            if kind == "started":
+            if kind == STARTED:
                 self.reset()
-            elif buffer:
-                self.reset()
+            elif buffer and self._task is None and (kind == LATE or _idle()):
                 self._heard = bytes(buffer)
                 self._task = asyncio.create_task(self._transcribe(self._heard))
 
     async def _transcribe(self, pcm: bytes) -> str | None:
+        global _running
+        _running += 1
         try:
             samples = await asyncio.to_thread(pcm16_to_float, pcm)
             return (await self.engine.transcribe(samples, SPEECH_RATE, quick=True)).text
         except Exception:  # noqa: BLE001 - no early transcript: the turn is heard the usual way
             return None
+        finally:
+            _running -= 1
 
     async def take(self, committed: bytes) -> str | None:
         """The transcript of `committed`, if it was heard early and only silence came after."""

@@ -40,6 +40,10 @@ Emit = Callable[..., Awaitable[None]]
 
 
 class Response:
+    running = 0
+    """Responses being answered in this process, all sessions together (early ASR waits while any
+    is: the cores are busy answering)."""
+
     def __init__(self, engine: Engine, conversation: Conversation, settings: SessionSettings, options: dict,
                  emit: Emit, heard: Callable[[Item, str], Awaitable[None]]) -> None:
         self.engine = engine
@@ -83,6 +87,7 @@ class Response:
 
     async def run(self) -> None:
         """Answer, then end with `response.done` whatever happened."""
+        Response.running += 1
         try:
             await self._answer()
         except asyncio.CancelledError as exc:
@@ -93,6 +98,8 @@ class Response:
             await self.finish("failed", error=str(exc) or type(exc).__name__)
         else:
             await self.finish("completed")
+        finally:
+            Response.running -= 1
 
     async def finish(self, status: str, reason: str | None = None, *, error: str | None = None) -> None:
         """The closing events, once (a second call does nothing): cancelled with why, or failed

@@ -15,6 +15,7 @@ import time
 import httpx
 import pytest
 import soundfile as sf
+from test_talk import check_headless_run, dialog  # noqa: F401 - dialog: the two spoken questions (a fixture)
 
 from conftest import free_port
 
@@ -53,6 +54,14 @@ def test_chat_with_the_vllm_thinker_answers_aloud(omni, tmp_path, judge):
     assert report["timings"]["first_audio_seconds"] <= report["timings"]["total_seconds"]
     samples, rate = sf.read(answer, dtype="float32")
     assert judge.wer_of(report["text"], samples, rate) < 0.35
+
+
+@needs_vllm
+def test_talk_with_the_vllm_thinker_answers_spoken_questions(omni, dialog, tmp_path, judge):  # noqa: F811
+    said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
+    result = omni("talk", "--thinker", "vllm", "--llm", "smollm2", "--input-file", dialog, "--output-file", str(said),
+                  "--transcript", str(log), timeout=600)
+    check_headless_run(result, log, said, judge)
 
 
 def start_serve(*args: str, log):
