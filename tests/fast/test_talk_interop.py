@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from omnicli.realtime.turns import ClientVAD, ServerVAD
 from cli_harness import CLEAN_ENV, omni
 from realtime_harness import run, silence, speech, speech_file
 from scripted import Hold, ScriptedEngine, answer
+from server_harness import free_port, uvicorn_thread
 from talk_harness import Log, Quiet, Voice
 from vllm_realtime_shape import VllmTurnBasedShape, served
 
@@ -120,27 +120,12 @@ def plain_http(protocol: str):
 def asgi_without_realtime():
     """An OpenAI-style ASGI server with WebSockets but no /v1/realtime (llama-cpp-python's
     shape): uvicorn answers the upgrade with 403, a plain GET with 404."""
-    import uvicorn
     from fastapi import FastAPI
 
     app = FastAPI()
     app.get("/v1/models")(lambda: {"object": "list", "data": []})
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", loop="asyncio",
-                                           http="h11", ws="websockets-sansio"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with uvicorn_thread(app) as url:
+        yield url
 
 
 @pytest.mark.parametrize("server", [lambda: plain_http("HTTP/1.0"), lambda: plain_http("HTTP/1.1"), asgi_without_realtime],
@@ -155,10 +140,7 @@ def test_a_server_without_a_realtime_endpoint_is_named_as_such(tmp_path, server)
 
 
 def test_a_server_that_is_not_there_leaves_no_transcript(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    result, said, log = talk_headless(f"http://127.0.0.1:{port}", tmp_path)
+    result, said, log = talk_headless(f"http://127.0.0.1:{free_port()}", tmp_path)
     assert result.exit_code == 1 and "cannot reach the realtime endpoint" in result.stderr
     assert not said.exists() and not log.exists()
 
