@@ -25,7 +25,6 @@ Figures, from the transcripts (the client's clock, events as sent and received):
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,33 +32,13 @@ import time
 from pathlib import Path
 
 from latency import dialog, loop_lag_buckets  # benchmarks/latency.py: the dialog WAV, the /metrics histogram
+from local_serve import omni_serve
 
 from omnicli.bench.scoring import percentile
 
 SILENCE_S = 0.5
 """The client VAD's silence before a commit (omni talk's default, both lanes)."""
 AUDIO_DELTAS = ("response.audio.delta", "response.output_audio.delta")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_healthy(url: str, server: subprocess.Popen) -> None:
-    import httpx
-
-    for _ in range(600):
-        if server.poll() is not None:
-            sys.exit(f"duplex.py: omni serve exited with {server.returncode}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    sys.exit("duplex.py: omni serve did not become healthy in 5 minutes")
 
 
 def talk(url: str, wav: Path, log: Path, env: dict, lane: list[str]) -> float:
@@ -143,28 +122,19 @@ def main() -> None:
     parser.add_argument("--llm", default=os.environ.get("OMNI_LLM", "smollm2"), help="thinker (default smollm2)")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    from omnicli.engine.staged import embedded_engine
 
     work = Path(tempfile.mkdtemp(prefix="omni-duplex-"))
-    wav = dialog(embedded_engine(llm=args.llm), work)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    wav = dialog(work)
     env = {**os.environ, "OMNI_LLM": args.llm}
-    server = subprocess.Popen([sys.executable, "-m", "omnicli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     lanes = {"turn-based": ["--vad", "client"], "duplex": ["--duplex"]}
     results, lags, walls = {}, {}, {}
-    try:
-        wait_healthy(url, server)
+    with omni_serve(args.llm) as url:
         for name, lane in lanes.items():
             before = loop_lag_buckets(url)
             walls[name] = talk(url, wav, work / f"{name}.jsonl", env, lane)
             after = loop_lag_buckets(url)
             lags[name] = {le: after[le] - before.get(le, 0) for le in after}
             results[name] = figures(work / f"{name}.jsonl")
-    finally:
-        server.terminate()
-        server.wait(30)
     load = os.getloadavg()
     print(f"\nomni serve, {args.llm}, {len(lanes)} headless talks of 10 spoken questions; ms, p50 / p90; 1-min load "
           f"average {load_before[0]:.2f} before, {load[0]:.2f} after ({os.cpu_count()} cores); transcripts in {work}")

@@ -4,13 +4,15 @@
     python benchmarks/latency.py --llm qwen-1.5b    # the default thinker instead of SmolLM2
     python benchmarks/latency.py --parts talk chat  # a subset
 
-talk: ten spoken questions, headless, the session in process, twice: turns ended by client VAD
-(500 ms of silence) and by Smart Turn (`--vad smart`). Per turn, from the commit: transcript ready (ASR), first token, first speakable text,
+talk: twenty spoken questions (talk.py's ten and ten more, read by the embedded voice without its
+sampling noise, so every run hears the same audio), headless, the session in process, twice:
+turns ended by client VAD (500 ms of silence) and by Smart Turn (`--vad smart`). Per turn, from
+the commit: answer asked of the engine, transcript ready (ASR), first token, first speakable text,
 talker start, first chunk synthesized, first audio delta out of the session, first sample handed
 to the speaker (headless: the same moment); each step's p50/p90 measured from the commit.
-chat: the same questions typed, `omni chat`'s engine call, request -> each step.
+chat: talk.py's ten questions typed, `omni chat`'s engine call, request -> each step.
 serve: `omni serve` on 127.0.0.1 and 1, 4 and 8 concurrent headless `omni talk` sessions over
-WebSockets, each speaking all the questions; commit -> first audio and end of speech -> first
+WebSockets, each speaking talk.py's ten questions; commit -> first audio and end of speech -> first
 sample, p50/p90, and answers per minute (so a latency win is not paid for with throughput).
 Goals (issue 15): commit -> first audio p50 <= 350 ms; end of speech -> first sample p50 <= 600 ms
 with semantic turns (benchmarks/turns.py measures how often those cut a sentence).
@@ -26,13 +28,21 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+from local_serve import omni_serve
 from talk import QUESTIONS  # benchmarks/talk.py: the same ten spoken questions
+from turns import voice  # benchmarks/turns.py: the embedded voice without sampling noise
 
 from omnicli.bench.scoring import percentile
 from omnicli.realtime.loop_lag import LoopLag
 
 STEPS = ["heard", "first_token", "first_piece", "talker_start", "first_chunk"]
-NAMES = {"heard": "transcript ready (ASR)", "first_token": "first token", "first_piece": "first speakable text",
+MORE_QUESTIONS = [
+    "What do cows drink?", "How many wheels does a bicycle have?", "What is the capital of France?",
+    "Is the sun hot?", "What do you wear on your feet?", "How many hours are in a day?", "What sound does a dog make?",
+    "Where does the sun rise?", "What color are bananas?", "Do fish have legs?",
+]
+"""In process, ten more questions: twenty turns steady the medians."""
+NAMES = {"request": "answer asked of the engine", "heard": "transcript ready (ASR)", "first_token": "first token", "first_piece": "first speakable text",
          "talker_start": "talker start", "first_chunk": "first chunk synthesized",
          "delta": "first audio delta out", "played": "first sample to the speaker"}
 
@@ -78,16 +88,12 @@ class Quiet:
         return lambda *args, **kwargs: None
 
 
-def dialog(engine, work: Path) -> Path:
-    from omnicli.engine.base import SpeechRequest
-
-    async def speak(text):
-        return np.concatenate([c.samples async for c in engine.speech(SpeechRequest(text=text))])
-
-    gap = np.zeros(24000 * 4, dtype=np.float32)
-    audio = np.concatenate([x for q in QUESTIONS for x in (asyncio.run(speak(q)), gap)])
-    path = work / "dialog.wav"
-    sf.write(path, audio, 24000)
+def dialog(work: Path, questions: list[str] = QUESTIONS) -> Path:
+    """The questions read by the embedded voice without its sampling noise (the same audio every
+    run, so Smart Turn's verdicts do not move the figures), 4 s of silence after each."""
+    say, gap = voice(), np.zeros(24000 * 4, dtype=np.float32)
+    path = work / f"dialog-{len(questions)}.wav"
+    sf.write(path, np.concatenate([x for q in questions for x in (say(q), gap)]), 24000)
     return path
 
 
@@ -99,7 +105,7 @@ def talk_timeline(llm: str, work: Path, turns: str) -> None:
     from omnicli.realtime.transport import LocalTransport
 
     engine = embedded_engine(llm=llm)
-    wav = dialog(engine, work)
+    wav = dialog(work, QUESTIONS + MORE_QUESTIONS)
     marks = recording(engine)
     log = Timeline()
     client = TalkClient(LocalTransport(engine), FileVoice(str(wav)), FileSpeaker(), TalkOptions(turns=turns), Quiet(), log)
@@ -116,14 +122,14 @@ def talk_timeline(llm: str, work: Path, turns: str) -> None:
 
     commits = [t for t, d, kind in log.events if d == "out" and kind == "input_audio_buffer.commit"]
     deltas = [t for t, d, kind in log.events if d == "in" and kind == "response.output_audio.delta"]
-    steps: dict[str, list[float]] = {step: [] for step in [*STEPS, "delta", "played"]}
+    steps: dict[str, list[float]] = {step: [] for step in ["request", *STEPS, "delta", "played"]}
     for answer in marks:
         # The commit this answer is for: the last one before its request (a turn whose answer was
         # cancelled by the next one leaves a commit without a finished answer).
         commit = max((t for t in commits if t <= answer["request"]), default=None)
         if commit is None:
             continue
-        for step in STEPS:
+        for step in ["request", *STEPS]:
             if step in answer:
                 steps[step].append(answer[step] - commit)
         first = next((t for t in deltas if t > commit), None)
@@ -187,30 +193,11 @@ def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
     """omni serve, and N concurrent headless `omni talk` processes over its WebSocket."""
     import json
     import os
-    import socket
 
-    import httpx
 
-    from omnicli.engine.staged import embedded_engine
-
-    wav = work / "dialog.wav"
-    if not wav.exists():
-        dialog(embedded_engine(llm=llm), work)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    wav = dialog(work)
     env = {**os.environ, "OMNI_LLM": llm}
-    server = subprocess.Popen([sys.executable, "-m", "omnicli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+    with omni_serve(llm) as url:
         print(f"\nserve, {llm}: N concurrent headless talk sessions over WebSockets, {len(QUESTIONS)} questions each")
         print(f"{'sessions':<10}{'commit->audio p50':>19}{'p90':>7}{'speech end->sample p50':>24}{'p90':>7}{'answers/min':>13}")
         lag_rows = []
@@ -249,9 +236,6 @@ def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
             late = {le: (total - counts[le]) / total for le in ("0.02", "0.05", "0.1")}
             print(f"  {n} session(s): {total:.0f} wakes; later than 20 ms {late['0.02']:.2%}, 50 ms {late['0.05']:.2%}, "
                   f"100 ms {late['0.1']:.2%}")
-    finally:
-        server.terminate()
-        server.wait(30)
 
 
 def loop_lag_buckets(url: str) -> dict[str, float]:

@@ -10,13 +10,11 @@ Usage: python benchmarks/serve.py [--requests N]
 import argparse
 import asyncio
 import io
-import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import soundfile as sf
+from local_serve import omni_serve
 
 from omnicli.bench.scoring import percentile
 
@@ -52,12 +50,6 @@ async def load(concurrency: int, requests: int, one_request) -> dict:
     return {"throughput": audio / wall, "p50": percentile(latencies, 0.5), "p99": percentile(latencies, 0.99)}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=24, help="requests per concurrency level")
@@ -71,17 +63,7 @@ def main() -> None:
     async def in_process(text: str) -> float:
         return sum([c.seconds async for c in engine.speech(SpeechRequest(text=text))])
 
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "omnicli", "serve", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with omni_serve() as url:
         client = httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=16))
 
         async def over_http(text: str) -> float:
@@ -100,9 +82,6 @@ def main() -> None:
             return rows
 
         rows = asyncio.run(run_all())
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
     print(f"{'clients':>7} | {'audio s/s http':>14} {'in-proc':>8} {'ratio':>6} | "
           f"{'p50 http':>8} {'in-proc':>8} | {'p99 http':>8} {'in-proc':>8}")

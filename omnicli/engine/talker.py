@@ -10,6 +10,7 @@ from omnicli.audio.chunk import SPEECH_RATE, AudioChunk
 from omnicli.audio.pcm import resample
 from omnicli.engine import piper_voice
 from omnicli.engine.base import Voice
+from omnicli.engine.cores import PRIORITY
 from omnicli.engine.workers import ModelQueue
 
 
@@ -39,5 +40,6 @@ class PiperTalker:
 
 def _synthesize(loaded, text: str, speed: float):
     """Piper's audio at 24 kHz; all of it in the worker thread, none on the event loop."""
-    samples, rate = piper_voice.synthesize(loaded, text, speed)
+    with PRIORITY.speaking():
+        samples, rate = piper_voice.synthesize(loaded, text, speed)
     return resample(samples, rate, SPEECH_RATE)

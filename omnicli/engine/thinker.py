@@ -113,6 +113,7 @@ class LlamaThinker:
     def generate(self, messages: list[dict], *, max_tokens: int, temperature: float,
                   stop: threading.Event) -> Iterator[str]:
         llm = self.load()
+        threads = self._use_threads(llm, PRIORITY.thinker_threads(), None)
         pieces = llm.create_chat_completion(
             messages=messages,
             stream=True,
@@ -124,9 +125,19 @@ class LlamaThinker:
             if stop.is_set():
                 break
             PRIORITY.thinker_turn()
+            threads = self._use_threads(llm, PRIORITY.thinker_threads(), threads)
             piece = chunk["choices"][0]["delta"].get("content")
             if piece:
                 yield piece
+
+    @staticmethod
+    def _use_threads(llm, wanted: int, current: int | None) -> int:
+        """Generate with `wanted` threads from the next token on (llama.cpp takes the change at once)."""
+        if wanted != current:
+            import llama_cpp
+
+            llama_cpp.llama_set_n_threads(llm.ctx, wanted, THREADS.thinker_prompt)
+        return wanted
 
 
 def _translated(exc: BaseException) -> BaseException:

@@ -167,3 +167,26 @@ def test_quick_asr_hears_a_turn_wherever_it_sits_in_the_window(before, after):
     speech = resample(synthesize(text), 24000, 16000)
     clip = np.concatenate([np.zeros(int(before * 16000)), speech, np.zeros(int(after * 16000))]).astype(np.float32)
     assert wer(text, WhisperASR().transcribe(clip, "en", quick=True).text) < 0.2
+
+
+def test_llama_cpp_generates_on_every_core_until_the_talker_speaks():
+    """The real llama.cpp context: two threads per token while no speech is being made, one
+    while Piper synthesizes beside it (engine/cores.py)."""
+    import contextlib
+    import threading
+
+    import llama_cpp
+
+    from omnicli.engine.cores import PRIORITY, THREADS
+    from omnicli.engine.thinker import LlamaThinker
+
+    thinker = LlamaThinker()
+    llm = thinker.load()
+    messages = [{"role": "user", "content": "Count from one to twenty."}]
+    seen = []
+    with contextlib.ExitStack() as talker:
+        for n, _ in enumerate(thinker.generate(messages, max_tokens=12, temperature=0.0, stop=threading.Event())):
+            seen.append(llama_cpp.llama_n_threads(llm.ctx))
+            if n == 3:
+                talker.enter_context(PRIORITY.speaking())
+    assert seen[:4] == [THREADS.cores] * 4 and set(seen[5:]) == {THREADS.cores - 1}

@@ -21,7 +21,7 @@ from omnicli.engine.base import (
     Transcript,
     TranscriptDelta,
 )
-from omnicli.engine.cores import PRIORITY, CorePriority
+from omnicli.engine.cores import PRIORITY, THREADS, CorePriority
 from omnicli.engine.staged import StagedEngine
 from omnicli.engine.stages import Stages
 from omnicli.errors import UnsupportedError, UsageError
@@ -155,6 +155,14 @@ def test_only_the_first_piece_of_an_answer_holds_the_thinker_back():
     run(staged.chat(ask("two plus two?", modalities=("text", "audio"))))
     assert mouth.urgent == [True, False, False]
     assert not PRIORITY.urgent
+
+
+def test_the_thinker_takes_every_core_unless_speech_is_being_made():
+    cores = CorePriority()
+    assert cores.thinker_threads() == THREADS.thinker_prompt == THREADS.cores
+    with cores.speaking(), cores.speaking():
+        assert cores.thinker_threads() == THREADS.thinker == THREADS.cores - 1
+    assert cores.thinker_threads() == THREADS.cores
 
 
 def test_the_thinker_waits_between_tokens_while_speech_is_urgent():
