@@ -30,7 +30,7 @@ from omnicli.protocol import duplex
 from omnicli.protocol.duplex import ClientEvent, OverlapAction, ServerEvent, error_code_and_message
 from omnicli.realtime.duplex_client_link import DuplexLink
 from omnicli.realtime.duplex_presets import PRESETS, InputEncoder, Preset, session_config
-from omnicli.realtime.echo_gate import EchoGate
+from omnicli.realtime.echo_gate import EchoGate, next_heard_frame
 from omnicli.realtime.sources import FRAME_MS
 from omnicli.realtime.talk_state import TalkState
 
@@ -251,12 +251,7 @@ class DuplexTalkClient:
         """Every frame goes to the server (the model listens all along); Silero finds the pauses
         that end a turn and the speech that talks over an answer."""
         while True:
-            frame = await self.source.frames.get()
-            if self.mic_muted:
-                frame = np.zeros_like(frame)
-            self.state.mic(frame)
-            if self._gated(frame):
-                frame = np.zeros_like(frame)
+            frame = await next_heard_frame(self)
             self._unsent.append(frame)
             if sum(len(f) for f in self._unsent) * 1000 >= self._append_ms * SPEECH_RATE:
                 await self._flush_input()
@@ -267,9 +262,6 @@ class DuplexTalkClient:
                     await self._speech_started()
                 else:
                     await self._speech_stopped(time.monotonic() - (turn.silence_ms or _SILENCE_MS) / 1000)
-
-    def _gated(self, frame: np.ndarray) -> bool:
-        return self.echo.blocks(frame, playing=self.speaker.buffered_seconds > 0)
 
     async def _flush_input(self) -> None:
         if self._unsent:

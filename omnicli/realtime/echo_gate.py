@@ -1,6 +1,9 @@
 """Without headphones the microphone hears the answer being played. The echo gate lets the mic
 through while something plays only when the user is clearly louder than the playback; both talk
-clients (turn-based and duplex) use it, so they judge "the user talks over the answer" alike."""
+clients (turn-based and duplex) use it, so they judge "the user talks over the answer" alike,
+and take each microphone frame the same way (`next_heard_frame`)."""
+
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,3 +34,25 @@ class EchoGate:
     def blocks(self, frame: np.ndarray, playing: bool) -> bool:
         """Whether this mic frame is (probably) the answer heard back, not the user."""
         return self.enabled and playing and rms(frame) < MARGIN * self.level
+
+
+class MicSide(Protocol):
+    """What of a talk client its microphone side reads."""
+
+    source: Any  # a sources.Microphone or FileVoice: `.frames`, an asyncio queue
+    speaker: Any  # a speakers.Speaker: `.buffered_seconds`
+    state: Any  # a talk_state.TalkState: `.mic(frame)` drives the level meter
+    mic_muted: bool
+    echo: EchoGate
+
+
+async def next_heard_frame(client: MicSide) -> np.ndarray:
+    """The next microphone frame as the client hears it: silence while muted (the meter shows
+    that too) or while the gate holds back the answer playing into the microphone."""
+    frame = await client.source.frames.get()
+    if client.mic_muted:
+        frame = np.zeros_like(frame)
+    client.state.mic(frame)
+    if client.echo.blocks(frame, playing=client.speaker.buffered_seconds > 0):
+        frame = np.zeros_like(frame)
+    return frame

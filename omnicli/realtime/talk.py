@@ -21,7 +21,7 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.realtime import dialects
-from omnicli.realtime.echo_gate import EchoGate
+from omnicli.realtime.echo_gate import EchoGate, next_heard_frame
 from omnicli.realtime.speakers import Speaker
 from omnicli.realtime.talk_state import TalkState
 from omnicli.realtime.turns import ClientVAD, PushToTalk, ServerVAD, Turns
@@ -236,16 +236,8 @@ class TalkClient:
 
     async def _listen(self) -> None:
         while True:
-            frame = await self.source.frames.get()
-            if self.mic_muted:
-                frame = np.zeros_like(frame)
-            self.state.mic(frame)
-            if self._gated(frame):
-                frame = np.zeros_like(frame)
+            frame = await next_heard_frame(self)
             await self.strategy.hear(frame)
-
-    def _gated(self, frame: np.ndarray) -> bool:
-        return self.echo.blocks(frame, playing=self.speaker.buffered_seconds > 0)
 
     async def append(self, frame: np.ndarray) -> None:
         await self.send(self.dialect.append(frame))
