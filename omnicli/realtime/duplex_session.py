@@ -67,6 +67,8 @@ class DuplexSession(Lifeline):
         self._ledgers: dict[str, Ledger] = {}
         self._last_ledger: Ledger | None = None
         self._speech_item_id: str | None = None
+        self._typed: list[str] = []
+        """`input.text.append`: text joined to the open input item, committed with it."""
         self._overlap_from: int | None = None
         """Where the user's speech over the assistant began (ms of input), while it lasts."""
         self._deferred = False
@@ -163,8 +165,14 @@ class DuplexSession(Lifeline):
                 await self._append(event)
             case ClientEvent.INPUT_COMMIT:
                 await self._client_commit(event)
+            case ClientEvent.INPUT_TEXT_APPEND:
+                text = event.get("text")
+                if not isinstance(text, str) or not text.strip():
+                    raise EventError("input.text.append needs non-empty 'text'", ErrorCode.INVALID_EVENT, param="text")
+                self._typed.append(text.strip())
             case ClientEvent.INPUT_CLEAR | ClientEvent.INPUT_CANCEL:
                 self.input.clear()
+                self._typed = []
                 self._overlap_from = None
                 self.epoch += 1
                 await self.emit(ServerEvent.INPUT_CLEARED)
@@ -257,6 +265,13 @@ class DuplexSession(Lifeline):
             self.input.clear()
             await self._listen("silence_commit")
             return
+        if self._typed and not self.input.voiced:  # a typed turn: the text is the whole of it
+            self.input.clear()
+            await self._commit_typed_item(self._speech_item_id or new_id("item"))
+            self._speech_item_id = None
+            if create is not None or self.config.auto_response:  # typed text is finished: nothing to wait for
+                await self._respond()
+            return
         if create is False and not self.input.voiced:  # nothing said since the last turn: nothing to answer
             self.input.clear()
             if self._audible_response() is None:  # else the answer under way is the answer to that turn
@@ -277,22 +292,35 @@ class DuplexSession(Lifeline):
 
     async def _commit_item(self, item_id: str):
         committed = await self.input.commit()
-        self.turn_id += 1
         heard = committed.transcript
-        wire = {"id": item_id, "type": "message", "object": "realtime.item", "role": "user", "status": "completed",
-                "content": [{"type": "input_audio", "transcript": heard}]}
-        item = Item(wire, audio=committed.samples if heard is None else None, transcript=heard)
+        content = [{"type": "input_audio", "transcript": heard}]
+        item = Item(self._user_item(item_id, content), audio=committed.samples if heard is None else None, transcript=heard)
+        await self._commit_user(item)
+        return item, committed.samples
+
+    async def _commit_typed_item(self, item_id: str) -> None:
+        await self._commit_user(Item(self._user_item(item_id, [])))
+
+    def _user_item(self, item_id: str, content: list[dict]) -> dict:
+        """A user item's wire shape: what was said, then what was typed beside it (`input.text.append`)."""
+        if self._typed:
+            content = [*content, {"type": "input_text", "text": " ".join(self._typed)}]
+            self._typed = []
+        return {"id": item_id, "type": "message", "object": "realtime.item", "role": "user", "status": "completed",
+                "content": content}
+
+    async def _commit_user(self, item: Item) -> None:
+        self.turn_id += 1
         previous = self.conversation.insert(item)
         deferred = self._response is not None
         for kind in (ServerEvent.ITEM_ADDED, ServerEvent.ITEM_CREATED):
-            await self.emit(kind, previous_item_id=previous, item=copy.deepcopy(wire))
-        await self.emit(ServerEvent.INPUT_COMMITTED, previous_item_id=previous, item_id=item_id, event={
+            await self.emit(kind, previous_item_id=previous, item=copy.deepcopy(item.wire))
+        await self.emit(ServerEvent.INPUT_COMMITTED, previous_item_id=previous, item_id=item.id, event={
             "type": "input.committed", **self._meta(), "turn_id": self.turn_id, "history_len": len(self.conversation.items),
-            "response_create_deferred": deferred, "realtime_item_id": item_id})
-        if heard is not None:
-            await self._transcribed(item, heard)
-        await self.emit(ServerEvent.ITEM_DONE, previous_item_id=previous, item=copy.deepcopy(wire))
-        return item, committed.samples
+            "response_create_deferred": deferred, "realtime_item_id": item.id})
+        if item.transcript is not None:
+            await self._transcribed(item, item.transcript)
+        await self.emit(ServerEvent.ITEM_DONE, previous_item_id=previous, item=copy.deepcopy(item.wire))
 
     async def _heard(self, item: Item, transcript: str) -> None:
         item.transcript = transcript

@@ -12,6 +12,7 @@ import pytest
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16, resample
+from omnicli.engine.base import ChatRequest
 from omnicli.protocol.duplex import Capabilities
 from omnicli.server.app import create_app
 
@@ -258,6 +259,74 @@ def test_a_client_commit_ends_the_turn_the_server_was_still_in_and_its_tail_is_n
 
     kinds = run(test)
     assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
+
+
+# ---- typed input (input.text.append) ----------------------------------------------------------
+
+def user_items(seen: list[dict]) -> list[dict]:
+    return [e["item"] for e in seen if e["type"] == "conversation.item.done" and e["item"]["role"] == "user"]
+
+
+def asked(engine: ScriptedEngine) -> list[str]:
+    """The user's last message in each chat request the engine was given."""
+    return [r.messages[-1].text for r in engine.requests if isinstance(r, ChatRequest)]
+
+
+def test_text_typed_while_speaking_joins_the_spoken_turn():
+    engine = ScriptedEngine(chat=ANSWER, transcripts=["What is the capital of France?"])
+
+    async def test(app):
+        socket, _ = await connect(app)
+        await socket.send({"type": "input.text.append", "text": "and "})
+        await socket.send({"type": "push_text", "text": "its population?"})  # vLLM-Omni's alias
+        await socket.stream(spoken(QUESTION))
+        await socket.until("response.done")
+        return socket.seen
+
+    seen = run(test, engine)
+    [item] = user_items(seen)
+    assert item["content"] == [{"type": "input_audio", "transcript": "What is the capital of France?"},
+                               {"type": "input_text", "text": "and its population?"}]
+    assert asked(engine) == ["What is the capital of France?\nand its population?"]
+
+
+def test_a_typed_turn_is_committed_and_answered_without_speech():
+    engine = ScriptedEngine(chat=ANSWER)
+
+    async def test(app):
+        socket, _ = await connect(app)
+        await socket.stream(quiet(0.3))
+        await socket.send({"type": "input.text.append", "text": "What is the capital of France?"})
+        await socket.send({"type": "input_audio_buffer.commit", "create_response": False})
+        await socket.until("response.done")
+        return socket.seen
+
+    seen = run(test, engine)
+    [item] = user_items(seen)
+    assert item["content"] == [{"type": "input_text", "text": "What is the capital of France?"}]
+    assert asked(engine) == ["What is the capital of France?"]
+    assert "response.listen" not in [e["type"] for e in seen]
+
+
+def test_empty_typed_text_is_refused_and_a_cancelled_input_drops_what_was_typed():
+    engine = ScriptedEngine(chat=ANSWER, transcripts=["What is the capital of France?"])
+
+    async def test(app):
+        socket, _ = await connect(app)
+        await socket.send({"type": "input.text.append", "text": "  "})
+        error = await socket.until("error")
+        await socket.send({"type": "input.text.append", "text": "never mind"})
+        await socket.send({"type": "input.cancel"})
+        await socket.until("input_audio_buffer.cleared")
+        await socket.stream(spoken(QUESTION))
+        await socket.until("response.done")
+        return error, socket.seen
+
+    error, seen = run(test, engine)
+    assert (error["error"]["code"], error["error"]["param"]) == ("invalid_event", "text")
+    [item] = user_items(seen)
+    assert [part["type"] for part in item["content"]] == ["input_audio"]
+    assert asked(engine) == ["What is the capital of France?"]
 
 
 # ---- overlap ----------------------------------------------------------------------------------
