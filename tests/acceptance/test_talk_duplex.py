@@ -177,12 +177,9 @@ def test_server_barge_in_on_real_devices_against_omni_serve(pulse, omni_server, 
     assert proc.returncode == 130, proc.stderr.read() if proc.stderr else ""
     events = [e["event"] for e in events_of(log)]
     assert not [e for e in events if e["type"] == "response.cancel"]  # the server's call, not ours
-    assert any(e["type"] == "overlap.decision" and e["action"] == "barge_in" for e in events)
-    ack = next(e for e in events if e["type"] == "playback.ack" and e.get("truncate"))
-    # An earlier answer may have been cancelled before it played (a question split at a pause and
-    # finished over it); the truncating ack belongs to the answer the barge-in cut while it played.
-    cancelled = {e["response_id"] for e in events if e["type"] == "response.done" and e["response"]["status"] == "cancelled"}
-    assert ack["response_id"] in cancelled
+    barge_in = next(i for i, e in enumerate(events) if e["type"] == "overlap.decision" and e["action"] == "barge_in")
+    at, ack = next((i, e) for i, e in enumerate(events) if e["type"] == "playback.ack" and e.get("truncate"))
+    assert barge_in < at  # cut on the server's word (the answer may have been made in full already, still playing)
     answered_ms = sum(e["delta"]["bytes"] // 2 for e in events  # the transcript keeps audio's size
                       if e["type"] == "response.output_audio.delta" and e["response_id"] == ack["response_id"]) * 1000 // 24000
     assert 0 < ack["played_ms"] < answered_ms  # cut part-way: heard some, not all
