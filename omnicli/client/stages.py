@@ -173,9 +173,6 @@ class HybridEngine(StagedEngine):
         async for delta in super().chat(req):
             yield delta
 
-    async def aclose(self) -> None:
-        for stage in self.remote:
-            await stage.aclose()
 
 
 class ServerAsThinker(Engine):

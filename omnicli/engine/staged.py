@@ -51,6 +51,18 @@ class StagedEngine(Engine):
         stages = self.stages
         await asyncio.gather(stages.talker.preload(), stages.asr.preload(), stages.thinker.preload())
 
+    async def aclose(self) -> None:
+        """Stages holding something outside this process let it go: a remote stage its
+        connections, the vLLM thinker its engine-core process (which would outlive a server
+        stopped by SIGTERM: uvicorn re-raises the signal, so no exit handler runs)."""
+        seen: list[object] = []
+        for stage in (self.stages.asr, self.stages.thinker, self.stages.talker):
+            if any(stage is other for other in seen):
+                continue
+            seen.append(stage)
+            if (close := getattr(stage, "aclose", None)) is not None:
+                await close()
+
     async def voices(self) -> list[Voice]:
         return await self.stages.talker.voices()
 

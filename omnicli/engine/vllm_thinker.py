@@ -116,6 +116,9 @@ class VllmThinker:
             tokenizer = await tokenizer
         return engine, tokenizer
 
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
     def close(self) -> None:
         """Stop the engine core (its child process) and the engine's loop."""
         engine, loop, self._engine, self._loop = self._engine, self._loop, None, None

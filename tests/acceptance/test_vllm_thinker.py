@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -76,6 +77,27 @@ def test_talk_with_the_vllm_thinker_answers_a_spoken_question(omni, tmp_path, ju
     assert answer and judge.wer_of(answer, samples, rate) < 0.35
 
 
+def children(pid: int) -> list[int]:
+    """`pid`'s child processes, whichever of its threads started them."""
+    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in (task / "children").read_text().split()]
+
+
+def gone(pids: list[int], within_s: float = 15) -> bool:
+    """Every one of `pids` has exited (a zombie waiting for its reaper counts as exited)."""
+    def alive(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + within_s
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def start_serve(*args: str, log):
     """`omni serve` with the vLLM thinker; its URL once /health answers (vLLM's engine loaded)."""
     port = free_port()
@@ -115,9 +137,11 @@ def test_serve_with_the_vllm_thinker_answers_four_chats_at_once_and_refuses_an_o
             answers = asyncio.run(all_at_once())
             too_long = httpx.post(f"{url}/v1/chat/completions", timeout=600, json={
                 "model": "omni", "messages": [{"role": "user", "content": "word " * 6000}]})
+            engine_core = children(proc.pid)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+    assert engine_core and gone(engine_core)  # vLLM's engine-core process stops with the server
     assert too_long.status_code == 400 and "maximum context length is 4096 tokens" in too_long.json()["error"]["message"]
     said = [answer["choices"][0]["message"] for answer in answers]
     texts = [said[0]["audio"]["transcript"], *(message["content"] for message in said[1:])]  # spoken: a transcript
