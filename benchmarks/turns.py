@@ -10,9 +10,14 @@ a microphone would. Printed side by side for 500 ms of silence and each semantic
   boundary nearest their middle, read two ways: whole, the pause put in between two words
   (found with Whisper tiny.en's word times), and as two halves read apart. Goal: at most 1 in 20.
 - Smart Turn's time per call (features + model, one thread), p50/p90.
-Usage: python benchmarks/turns.py
+- with --grid, the trade-off behind the eagerness settings: for each moment Smart Turn is first
+  asked (ms of silence) and each cut-off, how many of the 20 sentences read whole are cut at their
+  pause, and how many of the 30 finished ones end at that first ask (the rest wait 400 ms more at
+  least). The speed goal needs more than half ending there; the cut goal at most one cut.
+Usage: python benchmarks/turns.py [--grid]
 """
 
+import sys
 import time
 from pathlib import Path
 
@@ -92,6 +97,40 @@ def run(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
     return stops
 
 
+def asks(audio: np.ndarray, pause_ms: int) -> list[tuple[int, float]]:
+    """Every time Smart Turn was asked about `audio` (first after `pause_ms` of silence), as
+    (ms of audio heard, its probability); the detector never ends a turn here."""
+    from omnicli.audio.vad import TurnDetector
+
+    detector = TurnDetector(RATE, semantic=True)
+    detector.pause_ms, detector.complete_at, detector.max_silence_ms = pause_ms, 2.0, 10**6
+    found = []
+    for start in range(0, len(audio), FRAME):
+        calls = detector.calls
+        detector.feed(audio[start:start + FRAME])
+        if detector.calls > calls:
+            found.append((detector.heard_ms, detector.last_probability or 0.0))
+    return found
+
+
+def grid(finished: list[np.ndarray], between_words: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    cutoffs = (0.5, 0.9, 0.93, 0.95, 0.97, 0.98)
+    print("\nfirst ask after (ms of silence) x cut-off: sentences cut at the pause (of 20) / finished ones ended at the first ask (of 30)")
+    print(f"{'first ask':<12}" + "".join(f"{c:>12}" for c in cutoffs))
+    for pause_ms in (32, 64, 96, 128, 192):
+        cut = []  # the surest verdict before the second half began
+        for first, second in between_words:
+            resumed_ms = 500 + len(first) * 1000 / RATE + PAUSE_S * 1000
+            cut.append(max([p for ms, p in asks(np.concatenate([quiet(0.5), first, quiet(PAUSE_S), second, quiet(1.0)]),
+                                                pause_ms) if ms < resumed_ms], default=0.0))
+        ended = []  # the verdict at the first ask after the sentence's end
+        for clip in finished:
+            end_ms = 500 + speech_end_ms(clip)
+            ended.append(next((p for ms, p in asks(np.concatenate([quiet(0.5), clip, quiet(1.0)]), pause_ms) if ms > end_ms), 0.0))
+        cells = [f"{sum(p >= c for p in cut)} / {sum(p >= c for p in ended)}" for c in cutoffs]
+        print(f"{pause_ms:<12}" + "".join(f"{cell:>12}" for cell in cells))
+
+
 def main() -> None:
     from omnicli.audio import smart_turn
     from omnicli.audio.pcm import resample
@@ -147,6 +186,8 @@ def main() -> None:
         calls.append(time.perf_counter() - began)
     print(f"Smart Turn per call, ms (one thread): p50 {percentile(calls, .5) * 1000:.0f}, p90 {percentile(calls, .9) * 1000:.0f}"
           f" (features alone p50 {percentile(features, .5) * 1000:.1f}); issue 11 expects 10-65")
+    if "--grid" in sys.argv[1:]:
+        grid(finished, between_words)
 
 
 if __name__ == "__main__":

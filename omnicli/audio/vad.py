@@ -136,7 +136,9 @@ class TurnDetector:
         self.complete_at, self.max_silence_ms = EAGERNESS[eagerness].complete_at, EAGERNESS[eagerness].max_silence_ms
         self.speaking = False
         self.calls = 0
-        """How many times Smart Turn was asked."""
+        """How many times Smart Turn was asked..."""
+        self.last_probability: float | None = None
+        """...and what it said the last time."""
         self._position_ms = 0
         self._run_ms = 0
         self._next_ask_ms = self.pause_ms
@@ -195,7 +197,7 @@ class TurnDetector:
             self._next_ask_ms = self._run_ms + SEMANTIC_REASK_MS
             self.calls += 1
             chunks = min(len(self._recent), (self._position_ms - self._turn_from_ms) // (CHUNK * 1000 // VAD_RATE))
-            probability = completion_probability(np.concatenate(list(self._recent)[-chunks:]))
+            probability = self.last_probability = completion_probability(np.concatenate(list(self._recent)[-chunks:]))
             if probability < self.complete_at and self._run_ms < self.max_silence_ms:
                 return None
         elif self._run_ms < self.max_silence_ms:
