@@ -55,11 +55,8 @@ class StagedEngine(Engine):
         """Stages holding something outside this process let it go: a remote stage its
         connections, the vLLM thinker its engine-core process (which would outlive a server
         stopped by SIGTERM: uvicorn re-raises the signal, so no exit handler runs)."""
-        seen: list[object] = []
-        for stage in (self.stages.asr, self.stages.thinker, self.stages.talker):
-            if any(stage is other for other in seen):
-                continue
-            seen.append(stage)
+        stages = {id(stage): stage for stage in (self.stages.asr, self.stages.thinker, self.stages.talker)}
+        for stage in stages.values():  # one server may stand for two stages: closed once
             if (close := getattr(stage, "aclose", None)) is not None:
                 await close()
 
