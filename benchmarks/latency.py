@@ -6,7 +6,9 @@
 
 talk: twenty spoken questions (talk.py's ten and ten more, read by the embedded voice without its
 sampling noise, so every run hears the same audio), headless, the session in process, twice:
-turns ended by client VAD (500 ms of silence) and by Smart Turn (`--vad smart`). Per turn, from
+turns ended by client VAD (500 ms of silence), by Smart Turn in the client (`--vad smart`) and by
+the session's semantic_vad (`--vad semantic`: Smart Turn, then the early transcript must read
+finished; the commit is the session's). Per turn, from
 the commit: answer asked of the engine, transcript ready (ASR), first token, first speakable text,
 talker start, first chunk synthesized, first audio delta out of the session, first sample handed
 to the speaker (headless: the same moment); each step's p50/p90 measured from the commit.
@@ -42,6 +44,8 @@ MORE_QUESTIONS = [
     "Where does the sun rise?", "What color are bananas?", "Do fish have legs?",
 ]
 """In process, ten more questions: twenty turns steady the medians."""
+RULES = {"client": "500 ms of silence (client VAD)", "smart": "Smart Turn in the client (--vad smart)",
+         "semantic": "the session's semantic_vad, auto: Smart Turn and the words (--vad semantic)"}
 NAMES = {"request": "answer asked of the engine", "heard": "transcript ready (ASR)", "first_token": "first token", "first_piece": "first speakable text",
          "talker_start": "talker start", "first_chunk": "first chunk synthesized",
          "delta": "first audio delta out", "played": "first sample to the speaker"}
@@ -120,7 +124,10 @@ def talk_timeline(llm: str, work: Path, turns: str) -> None:
 
     asyncio.run(talk())
 
-    commits = [t for t, d, kind in log.events if d == "out" and kind == "input_audio_buffer.commit"]
+    if turns == "semantic":  # the session commits the turns it ends
+        commits = [t for t, d, kind in log.events if d == "in" and kind == "input_audio_buffer.committed"]
+    else:
+        commits = [t for t, d, kind in log.events if d == "out" and kind == "input_audio_buffer.commit"]
     deltas = [t for t, d, kind in log.events if d == "in" and kind == "response.output_audio.delta"]
     steps: dict[str, list[float]] = {step: [] for step in ["request", *STEPS, "delta", "played"]}
     for answer in marks:
@@ -137,7 +144,7 @@ def talk_timeline(llm: str, work: Path, turns: str) -> None:
             steps["delta"].append(first - commit)
             steps["played"].append(first - commit)  # headless: heard the moment it arrives
     speech_end = [t.waited for t in client.state.timings if t.waited is not None]
-    rule = "500 ms of silence" if turns == "client" else "Smart Turn (semantic, auto)"
+    rule = RULES[turns]
     print(f"\ntalk, in process, {llm}, turns end by {rule}: {len(commits)} turns, {len(marks)} answers; ms from the commit")
     print(f"{'step':<44}{'p50':>8}{'p90':>8}")
     for step, values in steps.items():
@@ -260,6 +267,7 @@ def main() -> None:
     if "talk" in args.parts:
         talk_timeline(args.llm, work, "client")
         talk_timeline(args.llm, work, "smart")
+        talk_timeline(args.llm, work, "semantic")
     if "chat" in args.parts:
         chat_timeline(args.llm)
     if "serve" in args.parts:

@@ -84,6 +84,8 @@ class TurnEvent:
     """For a stop: the silence heard after the speech before the stop was decided."""
     probability: float | None = None
     """For a semantic stop: Smart Turn's probability that the turn was complete (None: not asked)."""
+    pending: bool = False
+    """A semantic stop that waits for `TurnDetector.confirm` (see `confirm_stops`)."""
 
 
 SEMANTIC_PAUSE_MS = 128
@@ -103,10 +105,13 @@ class Eagerness:
     """Smart Turn's probability from which the turn is over."""
     max_silence_ms: int
     """The silence that ends a turn whatever it said."""
+    read_words: bool = True
+    """omni serve: a turn end Smart Turn calls must also read finished (engine/text_turn.py). Not
+    for `high`, which trades cut sentences for the soonest turn ends."""
 
 
 EAGERNESS = {"low": Eagerness(0.97, 3000), "medium": Eagerness(0.9, 2000), "auto": Eagerness(0.9, 2000),
-             "high": Eagerness(0.5, 1500)}
+             "high": Eagerness(0.5, 1500, read_words=False)}
 """`high` trusts Smart Turn's own cut-off (0.5). Lower eagerness asks for more certainty: on Piper's
 speech a finished sentence scores ~0.98, while a pause between two words spreads over 0..0.99
 (benchmarks/turns.py), so a stricter cut-off cuts fewer sentences and still ends most turns early."""
@@ -119,11 +124,16 @@ class TurnDetector:
     it; or, with `semantic=True`, after a short pause if Smart Turn then calls the turn
     complete, else after the eagerness's longest silence (`silence_ms` is not used). A pause the
     model calls unfinished is no event: the turn goes on. Positions are milliseconds of audio fed so far.
-    `feed` runs the models on the calling thread: call it from a worker thread, not an event loop."""
+    `feed` runs the models on the calling thread: call it from a worker thread, not an event loop.
+
+    With `confirm_stops`, a stop Smart Turn decided at the first ask of a pause is a second opinion
+    away from final: it comes last in `feed`'s events, marked `pending`, the audio after it is held,
+    and the caller says with `confirm` whether the turn really ended (the words it heard read finished)
+    or goes on, to be asked about again after SEMANTIC_REASK_MS more silence."""
 
     def __init__(self, rate: int, *, threshold: float = 0.5, silence_ms: int = 500,
                  prefix_padding_ms: int = 300, min_speech_ms: int = 96,
-                 semantic: bool = False, eagerness: str = "auto") -> None:
+                 semantic: bool = False, eagerness: str = "auto", confirm_stops: bool = False) -> None:
         if eagerness not in EAGERNESS:
             raise ValueError(f"eagerness must be one of {', '.join(EAGERNESS)}, got {eagerness!r}")
         self.vad = SileroVAD(rate)
@@ -132,6 +142,7 @@ class TurnDetector:
         self.prefix_padding_ms = prefix_padding_ms
         self.min_speech_ms = min_speech_ms
         self.semantic = semantic
+        self.confirm_stops = confirm_stops
         self.pause_ms = SEMANTIC_PAUSE_MS
         self.complete_at, self.max_silence_ms = EAGERNESS[eagerness].complete_at, EAGERNESS[eagerness].max_silence_ms
         self.speaking = False
@@ -144,15 +155,34 @@ class TurnDetector:
         self._next_ask_ms = self.pause_ms
         self._turn_from_ms = 0
         self._recent: deque[np.ndarray] = deque(maxlen=WINDOW_S * VAD_RATE // CHUNK)
+        self._pending: TurnEvent | None = None
+        self._held: list[tuple[np.ndarray, float]] = []
         if semantic:
             from omnicli.audio.smart_turn import load
 
             load()  # fail now, not at the first pause, when the model is missing
 
     def feed(self, samples: np.ndarray) -> list[TurnEvent]:
+        if self._pending is not None:
+            raise RuntimeError("a pending stop must be confirmed before more audio is fed")
+        return self._hear(self.vad.chunks(samples))
+
+    def confirm(self, ended: bool) -> list[TurnEvent]:
+        """Settle the pending stop: the turn ended there, or (False) it goes on. Then the audio
+        held since is heard: its events, which may end with another pending stop."""
+        stop, self._pending = self._pending, None
+        if stop is None:
+            raise RuntimeError("no stop is pending")
+        if not ended:
+            self.speaking, self._run_ms = True, stop.silence_ms
+            self._next_ask_ms = stop.silence_ms + SEMANTIC_REASK_MS
+        held, self._held = self._held, []
+        return self._hear(held)
+
+    def _hear(self, chunks: list[tuple[np.ndarray, float]]) -> list[TurnEvent]:
         events = []
         step = CHUNK * 1000 // VAD_RATE
-        for chunk, prob in self.vad.chunks(samples):
+        for index, (chunk, prob) in enumerate(chunks):
             self._position_ms += step
             if self.semantic:
                 self._recent.append(chunk)
@@ -162,6 +192,9 @@ class TurnDetector:
                 if self.speaking and self.semantic:
                     if (stop := self._semantic_stop()) is not None:
                         events.append(stop)
+                        if stop.pending:
+                            self._pending, self._held = stop, chunks[index + 1:]
+                            return events
                     continue
                 needed = self.min_speech_ms if not self.speaking else self.silence_ms
                 if self._run_ms >= needed:
@@ -191,6 +224,7 @@ class TurnDetector:
     def _semantic_stop(self) -> TurnEvent | None:
         """At each chunk of silence in a turn: a stop, or None while the turn goes on."""
         probability = None
+        first_ask = self._next_ask_ms == self.pause_ms
         if self._run_ms >= self._next_ask_ms:
             from omnicli.audio.smart_turn import completion_probability
 
@@ -203,4 +237,5 @@ class TurnDetector:
         elif self._run_ms < self.max_silence_ms:
             return None
         silence, self._run_ms, self._next_ask_ms, self.speaking = self._run_ms, 0, self.pause_ms, False
-        return TurnEvent("stopped", self._position_ms - silence, silence, probability)
+        pending = self.confirm_stops and first_ask and probability is not None
+        return TurnEvent("stopped", self._position_ms - silence, silence, probability, pending)

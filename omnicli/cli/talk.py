@@ -30,7 +30,7 @@ from omnicli.errors import UsageError
 def talk(
     ctx: typer.Context,
     vad: Annotated[
-        str | None, typer.Option("--vad", help="Turns by 'client' VAD, 'smart' (client VAD + Smart Turn: a short pause ends a finished sentence) or 'server' VAD; default: push-to-talk (Space) on a terminal, client VAD otherwise.", show_default=False)
+        str | None, typer.Option("--vad", help="Turns by 'client' VAD, 'smart' (client VAD + Smart Turn: a short pause ends a finished sentence), 'server' VAD (silence) or 'semantic' (the server's semantic_vad: omni serve adds a check that the words read finished); default: push-to-talk (Space) on a terminal, client VAD otherwise.", show_default=False)
     ] = None,
     instructions: Annotated[str | None, typer.Option("--instructions", help="System instructions for the assistant.", show_default=False)] = None,
     voice: VoiceOption = None,
@@ -66,8 +66,8 @@ def talk(
 
         print(device_table(sounddevice().query_devices()))
         return
-    if vad not in (None, "client", "smart", "server"):
-        raise UsageError(f"--vad must be 'client', 'smart' or 'server', got {vad!r}")
+    if vad not in (None, "client", "smart", "server", "semantic"):
+        raise UsageError(f"--vad must be 'client', 'smart', 'server' or 'semantic', got {vad!r}")
     turns = vad or ("ptt" if sys.stdin.isatty() and not input_file else "client")
     connection = resolve_connection(server, api_key)
     from omnicli.realtime.talk import TalkOptions

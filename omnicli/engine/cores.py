@@ -92,5 +92,11 @@ class ThreadBudget:
     def asr(self) -> int:
         return self.cores
 
+    @property
+    def turn_text(self) -> int:
+        """Reading whether a turn's words are finished (engine/text_turn.py): between hearing and
+        thinking, with nothing else to do."""
+        return self.cores
+
 
 THREADS = ThreadBudget(os.cpu_count() or 2)

@@ -30,6 +30,8 @@ class Heard:
     status: str | None = None
     detects_turns: bool = False
     """session, session_updated: whether the session the server holds has turn detection on."""
+    audio_end_ms: int | None = None
+    """speech_stopped: where the speech ended, in ms of the audio appended (when the server says)."""
 
 
 def read(event: dict) -> Heard:
@@ -53,7 +55,8 @@ def read(event: dict) -> Heard:
     if kind == "input_audio_buffer.speech_started":
         return Heard("speech_started", item_id=event.get("item_id"))
     if kind == "input_audio_buffer.speech_stopped":
-        return Heard("speech_stopped", item_id=event.get("item_id"))
+        end = event.get("audio_end_ms")
+        return Heard("speech_stopped", item_id=event.get("item_id"), audio_end_ms=end if isinstance(end, int) else None)
     if kind in ("session.created", "session.updated"):
         return Heard("session" if kind == "session.created" else "session_updated",
                      detects_turns=detects_turns(event.get("session")))
@@ -83,10 +86,11 @@ class GA:
     commit_starts_answer = False
     may_detect_turns = True
 
-    def session_update(self, *, server_vad: bool, instructions: str | None, voice: str | None, model: str | None) -> dict:
+    def session_update(self, *, turn_detection: dict | None, instructions: str | None, voice: str | None,
+                       model: str | None) -> dict:
         pcm = {"type": "audio/pcm", "rate": SPEECH_RATE}
         session: dict = {"type": "realtime", "output_modalities": ["audio"],
-                         "audio": {"input": {"format": pcm, "turn_detection": {"type": "server_vad"} if server_vad else None},
+                         "audio": {"input": {"format": pcm, "turn_detection": turn_detection},
                                    "output": {"format": dict(pcm)}}}
         if instructions:
             session["instructions"] = instructions
@@ -120,7 +124,8 @@ class Legacy(GA):
 
         self._resampler = StreamResampler(SPEECH_RATE, LEGACY_RATE)
 
-    def session_update(self, *, server_vad: bool, instructions: str | None, voice: str | None, model: str | None) -> dict:
+    def session_update(self, *, turn_detection: dict | None, instructions: str | None, voice: str | None,
+                       model: str | None) -> dict:
         return {"type": "session.update", "model": model}
 
     def append(self, frame: np.ndarray) -> dict:

@@ -82,7 +82,8 @@ def duplex_options(preset_name: str | None, ref_audio: str | None, *, vad: str |
     from omnicli.realtime.duplex_presets import preset, ref_audio_data_url
 
     chosen = preset(preset_name, ref_audio)
-    return DuplexOptions(chosen, ref_audio_data_url(ref_audio) if ref_audio else None, turns=vad or "client",
+    turns = "server" if vad == "semantic" else vad or "client"  # the lane's own turn ends are semantic
+    return DuplexOptions(chosen, ref_audio_data_url(ref_audio) if ref_audio else None, turns=turns,
                          echo_gate=echo_gate, instructions=instructions, voice=voice, model=model)
 
 
@@ -100,7 +101,8 @@ async def duplex_if_offered(transport, options, connection, model: str | None, l
     if not duplex:
         return options, greeted
     say("omni talk: the server offers full duplex (its session.created has duplex capabilities): talking duplex")
-    chosen = DuplexOptions(PRESETS["default"], turns="client" if options.turns == "ptt" else options.turns,
+    turns = {"ptt": "client", "semantic": "server"}.get(options.turns, options.turns)
+    chosen = DuplexOptions(PRESETS["default"], turns=turns,
                            echo_gate=options.echo_gate, instructions=options.instructions, voice=options.voice,
                            model=options.model)
     return chosen, duplex_link(connection, model, log)

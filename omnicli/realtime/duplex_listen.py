@@ -35,7 +35,6 @@ class DuplexInput(InputBuffer):
         super().__init__(engine)
         self._resamplers: dict[int, StreamResampler] = {}
         self._rate = SPEECH_RATE
-        self._pauses = 0
         self.voiced = False
         """Speech was heard since the last commit or clear."""
 
@@ -50,24 +49,25 @@ class DuplexInput(InputBuffer):
         if rate not in INPUT_RATES:
             raise EventError(f"sample_rate_hz must be one of {', '.join(map(str, INPUT_RATES))}, got {rate}",
                              "unsupported_audio_format", param="sample_rate_hz")
-        self._rate, self._pauses = rate, 0
+        self._rate = rate
+        detector = self._detector
+        asked = detector.calls if detector is not None else 0
         turns = await self.append(audio)
         if any(turn.kind == "started" for turn in turns):
             self.voiced = True
-        return Heard(turns, self._pauses)
+        pauses = 0
+        if self._detector is not None and self._detector.semantic:
+            # Every ask that ended no turn (Smart Turn's "unfinished", or a turn end the words overruled)
+            decided = sum(1 for turn in turns if turn.kind == "stopped" and turn.probability is not None)
+            pauses = max(0, self._detector.calls - (asked if detector is self._detector else 0) - decided)
+        return Heard(turns, pauses)
 
     def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:  # runs in a worker thread
         if self._rate != SPEECH_RATE:
             resampler = self._resamplers.setdefault(self._rate, StreamResampler(self._rate, SPEECH_RATE))
             samples = resampler.process(pcm16_to_float(decode_pcm16(audio)))
             audio = base64.b64encode(float_to_pcm16(samples)).decode()
-        detector = self._detector
-        asked = detector.calls if detector is not None else 0
-        verdicts, turns = super()._append(audio)
-        if self._detector is not None and self._detector.semantic:
-            decided = sum(1 for turn in turns if turn.kind == "stopped" and turn.probability is not None)
-            self._pauses += max(0, self._detector.calls - (asked if detector is self._detector else 0) - decided)
-        return verdicts, turns
+        return super()._append(audio)
 
     def clear(self, cancel_early: bool = True) -> None:
         super().clear(cancel_early)

@@ -65,8 +65,21 @@ class EarlyTranscriber:
             if kind == STARTED:
                 self.reset()
             elif buffer and self._task is None and (kind == LATE or _idle()):
-                self._heard = bytes(buffer)
-                self._task = asyncio.create_task(self._transcribe(self._heard))
+                self._start(buffer)
+
+    def _start(self, buffer: bytes | bytearray) -> None:
+        self._heard = bytes(buffer)
+        self._task = asyncio.create_task(self._transcribe(self._heard))
+
+    async def now(self, buffer: bytes | bytearray) -> str | None:
+        """The transcript of the speech in `buffer` (started now unless already under way), left
+        in place for the commit that may follow."""
+        if self._task is None:
+            if not buffer:
+                return None
+            self._start(buffer)
+        assert self._task is not None
+        return await asyncio.shield(self._task)
 
     async def _transcribe(self, pcm: bytes) -> str | None:
         global _running

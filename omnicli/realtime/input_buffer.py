@@ -1,5 +1,6 @@
 """The input audio buffer: PCM16 the client appended and has not committed, and the turns that
-turn detection (server_vad: silence; semantic_vad: Smart Turn after a pause) hears in it.
+turn detection (server_vad: silence; semantic_vad: Smart Turn after a pause, then the words heard
+so far, engine/text_turn.py) hears in it.
 
 The CPU work of an append (base64, PCM conversion, both VADs) runs in a worker thread, so a
 14 MiB append does not stall other sessions or /health; the session handles one event at a time,
@@ -10,16 +11,20 @@ was (re)configured, as OpenAI's `audio_start_ms`/`audio_end_ms` count them.
 import asyncio
 import base64
 import binascii
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
-from omnicli.audio.vad import TurnDetector, TurnEvent
+from omnicli.audio.vad import EAGERNESS, TurnDetector, TurnEvent
 from omnicli.engine.base import Engine
+from omnicli.errors import OmniError
 from omnicli.realtime.early_asr import EarlyTranscriber
 from omnicli.realtime.events import EventError
+
+log = logging.getLogger("omni")
 
 MAX_APPEND_BYTES = 15 * 1024 * 1024
 MAX_BUFFER_BYTES = 64 * 1024 * 1024
@@ -62,6 +67,10 @@ class InputBuffer:
         self._detection: dict | None = None
         self._detector: TurnDetector | None = None
         self._early = EarlyTranscriber(engine)
+        self.read_turns = True
+        """semantic_vad (but eagerness high): a turn Smart Turn ends must also read finished."""
+        self.read_unfinished = 0
+        """Turn ends Smart Turn called and the words overruled."""
 
     def detect_turns(self, detection: dict | None) -> None:
         """(Re)configure server VAD; positions count from here."""
@@ -76,7 +85,27 @@ class InputBuffer:
         """Add base64 PCM16; the turns server VAD heard in it (none without turn detection)."""
         verdicts, turns = await asyncio.to_thread(self._append, audio)
         self._early.act(verdicts, self.pcm)
+        while turns and turns[-1].pending:
+            stop = turns.pop()
+            ended = await self._reads_finished()
+            if ended:
+                turns.append(replace(stop, pending=False))
+            else:
+                self.read_unfinished += 1
+            assert self._detector is not None
+            turns += await asyncio.to_thread(self._detector.confirm, ended)
         return turns
+
+    async def _reads_finished(self) -> bool:
+        """Smart Turn called a pause the end of the turn: do the words say so too? The transcript
+        is the early one the commit would wait for anyway, so only the text check is added."""
+        from omnicli.engine.text_turn import reads_finished
+
+        transcript = await self._early.now(self.pcm)
+        try:
+            return not transcript or await asyncio.to_thread(reads_finished, transcript)
+        except (OmniError, RuntimeError):  # loaded with the detector; should it fail now, the audio decides
+            return True
 
     def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:
         data = decode_pcm16(audio)
@@ -94,10 +123,19 @@ class InputBuffer:
         self._heard_ms += len(samples) * 1000 // SPEECH_RATE
         return verdicts, turns
 
-    @staticmethod
-    def _new_detector(detection: dict) -> TurnDetector:
+    def _new_detector(self, detection: dict) -> TurnDetector:
         if detection["type"] == "semantic_vad":
-            return TurnDetector(SPEECH_RATE, prefix_padding_ms=_SEMANTIC_PADDING_MS, semantic=True, eagerness=detection["eagerness"])
+            read_words = self.read_turns and EAGERNESS[detection["eagerness"]].read_words
+            if read_words:
+                from omnicli.engine import text_turn
+
+                try:
+                    text_turn.load()
+                except OmniError as exc:
+                    log.warning("semantic_vad without the check that the words read finished: %s", exc)
+                    self.read_turns = read_words = False
+            return TurnDetector(SPEECH_RATE, prefix_padding_ms=_SEMANTIC_PADDING_MS, semantic=True,
+                                eagerness=detection["eagerness"], confirm_stops=read_words)
         return TurnDetector(
             SPEECH_RATE, threshold=detection["threshold"], silence_ms=detection["silence_duration_ms"],
             prefix_padding_ms=detection["prefix_padding_ms"],

@@ -39,7 +39,7 @@ _PLAYBACK_POLL_SECONDS = 0.05
 
 @dataclass(frozen=True)
 class TalkOptions:
-    turns: str = "client"  # "ptt", "client", "smart" (client VAD + Smart Turn) or "server"
+    turns: str = "client"  # "ptt", "client", "smart" (client VAD + Smart Turn), "server" or "semantic" (server's)
     echo_gate: bool = True
     instructions: str | None = None
     voice: str | None = None
@@ -52,8 +52,8 @@ class TalkOptions:
 def _strategy(turns: str, client) -> Turns:
     if turns == "ptt":
         return PushToTalk(client)
-    if turns == "server":
-        return ServerVAD(client)
+    if turns in ("server", "semantic"):
+        return ServerVAD(client, semantic=turns == "semantic")
     return ClientVAD(client, semantic=turns == "smart")
 
 
@@ -93,6 +93,8 @@ class TalkClient:
         self.errors: list[str] = []
         self.asked = 0
         """Turns sent to the server (committed by us, or ended by its VAD)."""
+        self._appended_ms = 0.0
+        """Audio sent so far, in ms: where the server's positions (`audio_end_ms`) count from."""
         self._toggles: asyncio.Queue[float] = asyncio.Queue()
 
     async def send(self, event: dict) -> None:
@@ -111,7 +113,7 @@ class TalkClient:
             if not await self._until(self._greeted, receiving, _GREETING_SECONDS):
                 self.dialect = dialects.Legacy()
             o = self.options
-            await self.send(self.dialect.session_update(server_vad=self.strategy.server_vad, instructions=o.instructions,
+            await self.send(self.dialect.session_update(turn_detection=self.strategy.detection, instructions=o.instructions,
                                                         voice=o.voice, model=o.model))
             confirmed = self.dialect.may_detect_turns and await self._until(self._confirmed, receiving, _CONFIRM_SECONDS)
             if self.strategy.server_vad:
@@ -159,18 +161,20 @@ class TalkClient:
         raise failure or ServerError("the server closed the realtime connection before the session started")
 
     def _check_server_vad(self, confirmed: bool) -> None:
-        """`--vad server` only where the server took it (`session.updated` says so); elsewhere
+        """`--vad server|semantic` only where the server took it (`session.updated` says so); elsewhere
         turns are found here, or no turn would ever end."""
+        semantic = isinstance(self.strategy, ServerVAD) and self.strategy.semantic  # then Smart Turn here
+        instead = "client VAD with Smart Turn" if semantic else "client VAD"
         if not self.dialect.may_detect_turns:
-            note = "the server does not detect turns; using client VAD"
+            note = f"the server does not detect turns; using {instead}"
         elif not confirmed:
-            note = "the server did not confirm turn detection; using client VAD"
+            note = f"the server did not confirm turn detection; using {instead}"
         elif not self._server_detects_turns:
-            note = "the server does not detect turns; using client VAD"
+            note = f"the server does not detect turns; using {instead}"
         else:
             return
-        self.strategy = ClientVAD(self)
-        self.state.turns = "client"
+        self.strategy = ClientVAD(self, semantic=semantic)
+        self.state.turns = "smart" if semantic else "client"
         self.view.note(note)
 
     def _start_session(self) -> None:
@@ -241,6 +245,7 @@ class TalkClient:
 
     async def append(self, frame: np.ndarray) -> None:
         await self.send(self.dialect.append(frame))
+        self._appended_ms += len(frame) * 1000 / SPEECH_RATE
 
     def begin_turn(self) -> None:
         """The user's turn began: a key, or speech heard."""
@@ -325,7 +330,7 @@ class TalkClient:
                     self._commit_at = time.monotonic()
                     self.awaiting_answer = True
                     self.asked += 1
-                    self.state.asked(self._commit_at - ServerVAD.silence_ms / 1000, by_key=False)
+                    self.state.asked(self._commit_at - self._since_speech_end(heard.audio_end_ms), by_key=False)
                 case "error":
                     self.errors.append(heard.text)
                     if not self._started:
@@ -337,6 +342,13 @@ class TalkClient:
                         self.view.problem(heard.text)
                     if _no_audio(heard.text):
                         self.awaiting_answer = False
+
+    def _since_speech_end(self, audio_end_ms: int | None) -> float:
+        """Seconds since the speech the server heard end ended: the audio appended after it (the
+        microphone sends in real time); without its position, the default silence of server VAD."""
+        if audio_end_ms is None:
+            return ServerVAD.silence_ms / 1000
+        return max(0.0, self._appended_ms - audio_end_ms) / 1000
 
     def _answer_finished(self, status: str | None, *, cut_off: bool) -> None:
         """The server is done with an answer; one the user cut off was closed when they did."""

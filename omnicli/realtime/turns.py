@@ -32,14 +32,17 @@ class TalkHooks(Protocol):
 
 
 class ServerVAD:
-    """Stream everything; the server hears turns, answers them, and cancels what the user talks over."""
+    """Stream everything; the server hears turns, answers them, and cancels what the user talks over.
+    Its turns end after a silence (server_vad) or, `semantic`, by meaning (semantic_vad)."""
 
     server_vad = True
     silence_ms = 500
     """What the server waits after speech by default (OpenAI's and omni's `silence_duration_ms`)."""
 
-    def __init__(self, client: TalkHooks) -> None:
+    def __init__(self, client: TalkHooks, *, semantic: bool = False) -> None:
         self.client = client
+        self.semantic = semantic
+        self.detection = {"type": "semantic_vad" if semantic else "server_vad"}
 
     async def hear(self, frame: np.ndarray) -> None:
         await self.client.append(frame)
@@ -70,6 +73,7 @@ class PushToTalk:
     nothing (or refused as an empty buffer)."""
 
     server_vad = False
+    detection = None
 
     def __init__(self, client: TalkHooks) -> None:
         self.client = client
@@ -103,6 +107,7 @@ class ClientVAD:
     it; with `semantic`, a short pause ends it when Smart Turn calls the turn complete."""
 
     server_vad = False
+    detection = None
 
     def __init__(self, client: TalkHooks, *, silence_ms: int = 500, frame_ms: int = 40, semantic: bool = False) -> None:
         from omnicli.audio.vad import TurnDetector

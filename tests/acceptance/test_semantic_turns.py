@@ -1,5 +1,5 @@
 """Semantic turns on a live `omni serve`: `turn_detection: semantic_vad` (Smart Turn v3.2 after a
-short pause) over the WebSocket, on real speech from the embedded Piper voice. Which turns end and
+short pause, and the words heard so far) over the WebSocket, on real speech from the embedded Piper voice. Which turns end and
 in what order, never how many milliseconds it took."""
 
 import asyncio
@@ -42,6 +42,22 @@ def test_a_pause_inside_a_sentence_ends_no_semantic_turn_but_ends_a_300_ms_silen
 
     assert asyncio.run(turns({"type": "semantic_vad", "eagerness": "auto"})) == list(BUFFER_EVENTS)
     assert asyncio.run(turns({"type": "server_vad", "silence_duration_ms": 300})) == list(BUFFER_EVENTS) * 2
+
+
+def test_a_pause_that_sounds_final_but_reads_unfinished_ends_no_turn_unless_eagerness_is_high(omni_server):
+    """Smart Turn calls "The children built a small" finished at the pause (Piper's falling pitch);
+    the words the server heard (real Whisper, then SmolLM2) do not read finished. High eagerness
+    does not read the words, and cuts the sentence in two."""
+    audio = paused("The children built a small", "castle out of sand and pebbles.", pause_s=0.4)
+
+    async def turns(eagerness: str) -> list[str]:
+        raw = await _configured(omni_server, {"type": "semantic_vad", "eagerness": eagerness, "create_response": False})
+        seen = await _append(raw, audio)
+        await raw.ws.close()
+        return seen
+
+    assert asyncio.run(turns("auto")) == list(BUFFER_EVENTS)
+    assert asyncio.run(turns("high")) == list(BUFFER_EVENTS) * 2
 
 
 def test_a_finished_question_ends_the_turn_before_500_ms_of_silence_would(omni_server):

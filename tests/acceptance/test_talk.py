@@ -63,11 +63,15 @@ def test_headless_over_the_socket(omni, omni_server, dialog, tmp_path, judge):
     check_headless_run(result, log, said, judge)
 
 
-def test_headless_with_server_vad(omni, omni_server, dialog, tmp_path, judge):
+@pytest.mark.parametrize("vad, detection", [("server", "server_vad"), ("semantic", "semantic_vad")])
+def test_headless_with_the_servers_turns(omni, omni_server, dialog, tmp_path, judge, vad, detection):
     said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
-    result = omni("talk", "--server", omni_server, "--vad", "server", "--input-file", dialog,
+    result = omni("talk", "--server", omni_server, "--vad", vad, "--input-file", dialog,
                   "--output-file", str(said), "--transcript", str(log))
     assert result.returncode == 0, result.stderr
+    assert "using client VAD" not in result.stderr.decode()
+    updated = next(e["event"] for e in events_of(log) if e["dir"] == "in" and e["event"]["type"] == "session.updated")
+    assert updated["session"]["audio"]["input"]["turn_detection"]["type"] == detection
     kinds = [e["event"]["type"] for e in events_of(log) if e["dir"] == "in"]
     assert kinds.count("input_audio_buffer.speech_started") == 2
     assert kinds.count("response.done") == 2

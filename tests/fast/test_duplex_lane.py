@@ -230,6 +230,23 @@ def test_a_pause_that_is_not_a_turn_end_is_answered_with_listen_and_one_answer_f
     assert kinds.count("response.created") == 1 and kinds.count("input_audio_buffer.committed") == 1
 
 
+def test_a_turn_end_the_words_overrule_is_answered_with_listen_and_the_turn_goes_on():
+    """Smart Turn calls the question finished at the 400 ms pause; the transcript (scripted) does
+    not read finished, so the pause is one inside the turn."""
+    engine = ScriptedEngine(chat=ANSWER, transcripts=["What is the capital of"])
+
+    async def test(app):
+        socket, _ = await connect(app)
+        await socket.stream(paused(QUESTION, "What is the capital of Spain?", pause_s=0.4))
+        await socket.until("response.done")
+        return socket.kinds()
+
+    kinds = run(test, engine)
+    assert "response.listen" in kinds
+    assert kinds.index("response.listen") < kinds.index("input_audio_buffer.speech_stopped")
+    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
+
+
 def test_a_commit_that_leaves_it_to_the_server_listens_to_silence_and_answers_a_finished_question():
     async def test(app):
         socket, _ = await connect(app, {"turn_detection": {"type": "server_vad", "silence_duration_ms": 5000}})

@@ -9,7 +9,7 @@ import pytest
 
 from omnicli.audio import smart_turn
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.audio.vad import TurnDetector
+from omnicli.audio.vad import SEMANTIC_REASK_MS, TurnDetector
 from omnicli.errors import OmniError
 
 from realtime_harness import Session, pcm_b64, run, silence, speech
@@ -179,6 +179,69 @@ def test_the_ceiling_ends_a_turn_the_model_never_calls_finished():
     end, detector = ends["low"]
     assert end.probability is None and end.silence_ms >= detector.max_silence_ms and detector.calls > 2
     assert ends["high"][0].silence_ms < end.silence_ms
+
+
+FOLLOW_UP = "What is the capital of Spain?"
+"""Said after QUESTION and a 400 ms pause: Smart Turn calls both finished at the first ask."""
+
+
+def test_a_confirmed_stop_stands_and_the_audio_held_behind_it_is_heard_next():
+    detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
+    audio = paused(QUESTION, FOLLOW_UP, pause_s=0.4)
+    started, stop = detector.feed(audio)  # all of it at once: what follows the stop waits
+    assert (started.kind, stop.kind, stop.pending) == ("started", "stopped", True)
+    assert stop.silence_ms == detector.pause_ms and detector.calls == 1
+    with pytest.raises(RuntimeError, match="confirmed"):
+        detector.feed(silence(0.1))
+    again, second = detector.confirm(True)
+    assert (again.kind, second.kind, second.pending) == ("started", "stopped", True)
+    assert again.ms > stop.ms
+    assert detector.confirm(True) == []
+    with pytest.raises(RuntimeError, match="pending"):
+        detector.confirm(True)
+
+
+def test_an_overruled_stop_goes_on_into_one_turn_and_only_first_asks_wait_for_a_second_opinion():
+    detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
+    _, stop = detector.feed(paused(QUESTION, FOLLOW_UP, pause_s=0.4, tail_s=0.3))
+    (end,) = detector.confirm(False)  # the words did not read finished: the pause was inside the turn
+    assert end.kind == "stopped" and end.pending and end.ms > stop.ms
+    assert detector.confirm(False) == []
+    (late,) = feed(detector, silence(1.0))  # asked again SEMANTIC_REASK_MS later: that answer is final
+    assert late.kind == "stopped" and not late.pending and late.ms == end.ms
+    assert late.silence_ms >= detector.pause_ms + SEMANTIC_REASK_MS
+    plain = TurnDetector(SPEECH_RATE, semantic=True)
+    assert [e.pending for e in feed(plain, paused(QUESTION, FOLLOW_UP, pause_s=0.4))] == [False] * 4
+
+
+def test_the_words_heard_so_far_read_finished_or_not():
+    from omnicli.engine.text_turn import reads_finished, sentence_end_probability
+
+    assert reads_finished("What is the capital of France?") and reads_finished(QUESTION.rstrip("?"))
+    assert reads_finished("I was wondering if you could tell me the capital of France.")
+    assert not reads_finished("What is the capital of.")  # Whisper's full stop after any pause is dropped
+    assert not reads_finished("I was wondering if")
+    assert not reads_finished("The children built a small")
+    assert sentence_end_probability(" ...  ") == 1.0  # no words: the audio decides
+
+
+def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that_reads_finished():
+    """The same audio, a question, a 400 ms pause and a follow-up (Smart Turn calls the pause the end
+    of the turn); the scripted transcript of what was heard decides."""
+    async def committed(transcript: str, eagerness: str = "auto") -> int:
+        async with Session(ScriptedEngine(transcripts=[transcript])) as s:
+            await s.send(update({"type": "semantic_vad", "eagerness": eagerness, "create_response": False}))
+            await s.until("session.updated")
+            mark = len(s.seen)
+            audio = paused(QUESTION, FOLLOW_UP, pause_s=0.4)
+            for start in range(0, len(audio), 960):
+                await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 960])})
+            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all appends carried out
+            return [e["type"] for e in s.seen[mark:]].count("input_audio_buffer.committed")
+
+    assert run(committed("What is the capital of")) == 1
+    assert run(committed("What is the capital of France?")) == 2
+    assert run(committed("What is the capital of", "high")) == 2  # high: the soonest turn end, audio alone
 
 
 def test_semantic_mode_leaves_starts_alone_and_rejects_an_unknown_eagerness():

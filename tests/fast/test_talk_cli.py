@@ -72,4 +72,4 @@ def test_vad_smart_is_the_semantic_client_detector():
 
 def test_an_unknown_vad_is_a_usage_error(capsys):
     code, err = omni(capsys, "talk", "--vad", "sometimes")
-    assert code == 2 and err.strip() == "omni: error: --vad must be 'client', 'smart' or 'server', got 'sometimes'"
+    assert code == 2 and err.strip() == "omni: error: --vad must be 'client', 'smart', 'server' or 'semantic', got 'sometimes'"

@@ -169,22 +169,24 @@ def test_a_sent_turn_the_server_never_answers_ends_the_talk():
         run(go(url))
 
 
-def test_server_vad_stays_where_the_server_took_it():
-    """omni's own session confirms `turn_detection`: no fallback, no note."""
+@pytest.mark.parametrize("turns, kind", [("server", "server_vad"), ("semantic", "semantic_vad")])
+def test_server_turns_stay_where_the_server_took_them(turns, kind):
+    """omni's own session confirms `turn_detection` (silence or semantic): no fallback, no note."""
     async def go():
         voice, stop, notes, log = Voice(), asyncio.Event(), Quiet(), Log()
-        client = TalkClient(LocalTransport(ScriptedEngine()), voice, FileSpeaker(), TalkOptions(turns="server"),
+        client = TalkClient(LocalTransport(ScriptedEngine()), voice, FileSpeaker(), TalkOptions(turns=turns),
                             notes, log)
         task = asyncio.create_task(client.run(stop))
-        await log.until("in", "session.updated")
+        updated = await log.until("in", "session.updated")
         voice.say(silence(0.2))
         await log.until("out", "input_audio_buffer.append", 5)
         stop.set()
         await task
-        return client, notes
+        return client, notes, updated
 
-    client, notes = run(go())
+    client, notes, updated = run(go())
     assert isinstance(client.strategy, ServerVAD) and notes.notes == []
+    assert updated["session"]["audio"]["input"]["turn_detection"]["type"] == kind
 
 
 @pytest.mark.parametrize("session, detects", [
@@ -197,6 +199,17 @@ def test_server_vad_stays_where_the_server_took_it():
 def test_what_the_server_accepted_is_read_from_session_updated(session, detects):
     heard = dialects.read({"type": "session.updated", "session": session})
     assert heard.kind == "session_updated" and heard.detects_turns is detects
+
+
+def test_semantic_turns_fall_back_to_smart_turn_in_the_client_where_the_server_drops_them(tmp_path):
+    shape = VllmTurnBasedShape(ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.5)))
+    with served(shape.handler) as url:
+        result, said, _ = talk_headless(url, tmp_path, "--vad", "semantic")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines().count("omni talk: the server does not detect turns; using client VAD with Smart Turn") == 1
+    assert shape.received[0][0]["session"]["audio"]["input"]["turn_detection"] == {"type": "semantic_vad"}
+    assert [e["type"] for e in shape.received[0]][-2:] == ["input_audio_buffer.commit", "response.create"]
+    assert sf.info(str(said)).frames == 12000
 
 
 def test_the_fallback_turns_are_client_vad():
@@ -219,6 +232,26 @@ def test_the_fallback_turns_are_client_vad():
     assert isinstance(client.strategy, ClientVAD)
     assert notes.notes == ["the server does not detect turns; using client VAD"]
     assert sum(len(s) for s in client.said) == 4800
+
+
+def test_the_end_of_speech_a_server_reports_is_placed_by_the_audio_sent_since():
+    """The wait shown for a server-ended turn runs from the end of speech: the audio appended after
+    the server's `audio_end_ms` (the mic sends in real time), 500 ms where the server gives none."""
+    stopped = dialects.read({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": 2600, "item_id": "i"})
+    assert stopped.kind == "speech_stopped" and stopped.audio_end_ms == 2600
+    assert dialects.read({"type": "input_audio_buffer.speech_stopped"}).audio_end_ms is None
+
+    async def go():
+        client = TalkClient(LocalTransport(ScriptedEngine()), Voice(), FileSpeaker(), TalkOptions(turns="semantic"),
+                            Quiet(), Log())
+        for _ in range(75):
+            await client.append(silence(0.04))
+        return client
+
+    client = run(go())
+    assert client._since_speech_end(2600) == pytest.approx(0.4)  # noqa: SLF001 - 3000 ms sent
+    assert client._since_speech_end(None) == 0.5  # noqa: SLF001
+    assert client._since_speech_end(3200) == 0.0  # noqa: SLF001 - never in the future
 
 
 def test_a_servers_realtime_error_is_capped_to_one_short_line():
