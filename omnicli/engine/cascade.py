@@ -53,6 +53,22 @@ def refuse_images(req: ChatRequest) -> None:
         )
 
 
+def text_messages(req: ChatRequest) -> list[dict] | None:
+    """The thinker's messages for `req` when every part is text already (None when some audio is
+    still to be heard): what run_cascade hands the thinker, so a prompt read early matches it."""
+    prompt = []
+    for message in req.messages:
+        texts = [part.text for part in message.parts if isinstance(part, TextPart)]
+        if len(texts) < len(message.parts):
+            return None
+        prompt.append(_thinker_message(message.role, texts))
+    return prompt
+
+
+def _thinker_message(role: str, texts: list[str]) -> dict:
+    return {"role": role, "content": "\n".join(t for t in texts if t)}
+
+
 async def run_cascade(req: ChatRequest, stages: Stages) -> AsyncIterator[ChatDelta]:
     refuse_images(req)
     if req.wants_audio:
@@ -69,7 +85,7 @@ async def run_cascade(req: ChatRequest, stages: Stages) -> AsyncIterator[ChatDel
                 heard = await _hear(stages.asr, part, metrics["asr"])
                 yield TranscriptDelta(heard)
                 texts.append(heard)
-        messages.append({"role": message.role, "content": "\n".join(t for t in texts if t)})
+        messages.append(_thinker_message(message.role, texts))
     metrics["asr"].finish()
     marks["heard"] = time.monotonic()
     if not metrics["asr"].audio_seconds:

@@ -12,7 +12,7 @@ import numpy as np
 
 from omnicli.audio.chunk import AudioChunk
 from omnicli.engine.base import ChatDelta, ChatRequest, Engine, SpeechRequest, Transcript, Voice
-from omnicli.engine.cascade import run_cascade
+from omnicli.engine.cascade import run_cascade, text_messages
 from omnicli.engine.sentences import split_sentences
 from omnicli.engine.stages import Stages
 from omnicli.errors import UnsupportedError
@@ -40,6 +40,13 @@ class StagedEngine(Engine):
 
     def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
         return run_cascade(req, self.stages)
+
+    async def prepare(self, req: ChatRequest) -> None:
+        """The thinker reads the prompt now, if it can and every part of it is text already."""
+        prefill = getattr(self.stages.thinker, "prefill", None)
+        prompt = text_messages(req)
+        if prefill is not None and prompt is not None:
+            await prefill(prompt, temperature=req.temperature)
 
     async def transcribe(
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,

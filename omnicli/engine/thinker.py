@@ -110,6 +110,27 @@ class LlamaThinker:
         if failed:
             raise _translated(failed[0])
 
+    async def prefill(self, messages: list[dict], *, temperature: float) -> None:
+        """Read `messages` into the model's cache now (a turn heard before it ended), so an answer
+        to them reads nothing new instead of the whole new turn: llama.cpp reuses the longest cached
+        prefix. Skipped while the model is busy: another answer is not delayed for a guess."""
+        if self._queue.busy:
+            return
+        async with self._queue.turn():
+            job = asyncio.get_running_loop().run_in_executor(None, self._prefill, messages, temperature)
+            try:
+                await asyncio.shield(job)
+            except asyncio.CancelledError:
+                await asyncio.wait([job])  # the model stays held until llama.cpp is done with it
+                raise
+
+    def _prefill(self, messages: list[dict], temperature: float) -> None:
+        llm = self.load()
+        self._use_threads(llm, THREADS.thinker_prompt, None)
+        for _ in llm.create_chat_completion(messages=messages, stream=True, max_tokens=1, temperature=temperature,
+                                            repeat_penalty=1.15):
+            pass
+
     def generate(self, messages: list[dict], *, max_tokens: int, temperature: float,
                   stop: threading.Event) -> Iterator[str]:
         llm = self.load()

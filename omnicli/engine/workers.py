@@ -22,6 +22,11 @@ class ModelQueue:
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 
+    @property
+    def busy(self) -> bool:
+        """A job holds the model (on this loop)."""
+        return self._lock().locked()
+
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         """Hold the model for a longer job (a whole generation). FIFO across waiters."""

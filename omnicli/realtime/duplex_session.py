@@ -38,6 +38,7 @@ from omnicli.realtime.duplex_listen import DuplexInput, sounds_finished
 from omnicli.realtime.duplex_playback import Ledger
 from omnicli.realtime.duplex_response import DuplexResponse
 from omnicli.realtime.events import EventError
+from omnicli.realtime.responses import read_ahead
 from omnicli.realtime.settings import SERVER_VAD_DEFAULTS, SessionSettings
 
 log = logging.getLogger("omni")
@@ -62,6 +63,7 @@ class DuplexSession(Lifeline):
         self.settings = SessionSettings(model_id)
         self.conversation = Conversation()
         self.input = DuplexInput(engine)
+        self.input.on_heard(self._read_ahead)
         self._response: asyncio.Task | None = None
         self._current: DuplexResponse | None = None
         self._ledgers: dict[str, Ledger] = {}
@@ -321,6 +323,11 @@ class DuplexSession(Lifeline):
         if item.transcript is not None:
             await self._transcribed(item, item.transcript)
         await self.emit(ServerEvent.ITEM_DONE, previous_item_id=previous, item=copy.deepcopy(item.wire))
+
+    async def _read_ahead(self, transcript: str) -> None:
+        """A turn heard before the server or the client ended it: the engine may read it ahead."""
+        if self._response is None and not self.closed and not self._typed:
+            await read_ahead(self.engine, self.conversation, self.settings.values["instructions"], transcript)
 
     async def _heard(self, item: Item, transcript: str) -> None:
         item.transcript = transcript

@@ -1,7 +1,9 @@
 """Hearing the user before they commit: once a short pause follows speech, the pending audio is
 transcribed in the background. If the commit that follows added only silence, its transcript is
 ready when the answer starts, so the answer does not wait for ASR (measured here: ~300 ms of
-the commit-to-first-audio time). New speech before the commit voids the early transcript.
+the commit-to-first-audio time), and the session lets the engine read it ahead (`on_heard`:
+the thinker has the new turn in its cache when the answer is asked for). New speech before the
+commit voids the early transcript.
 
 When to start is a trade: a turn that ends by meaning (Smart Turn, ~130-200 ms into the pause)
 wants the transcript started at once, but every pause between two words then costs a Whisper
@@ -11,6 +13,8 @@ while the process is otherwise idle (no other early transcript, no answer being 
 talker), and after `PAUSE_MS` in any case."""
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 
@@ -19,6 +23,8 @@ from omnicli.audio.pcm import pcm16_to_float
 from omnicli.audio.vad import TurnDetector
 from omnicli.engine.base import Engine
 from omnicli.realtime.responses import Response
+
+log = logging.getLogger("omni")
 
 EAGER_PAUSE_MS = 96
 """Three VAD chunks: ahead of a semantic turn end (Smart Turn is asked at 128 ms)."""
@@ -44,6 +50,9 @@ class EarlyTranscriber:
         late pause was reported)."""
         self._heard: bytes | None = None
         self._task: asyncio.Task | None = None
+        self.on_heard: Callable[[str], Awaitable[None]] | None = None
+        """Told each early transcript as it is ready (the session lets the engine read it ahead)."""
+        self._telling: set[asyncio.Task] = set()
 
     def pauses(self, samples: np.ndarray) -> list[str]:
         """The VAD's verdicts on an appended piece: speech started, an eager pause, a late one
@@ -86,11 +95,23 @@ class EarlyTranscriber:
         _running += 1
         try:
             samples = await asyncio.to_thread(pcm16_to_float, pcm)
-            return (await self.engine.transcribe(samples, SPEECH_RATE, quick=True)).text
+            text = (await self.engine.transcribe(samples, SPEECH_RATE, quick=True)).text
+            if text.strip() and self.on_heard is not None:
+                told = asyncio.create_task(self._tell(self.on_heard, text))
+                self._telling.add(told)
+                told.add_done_callback(self._telling.discard)
+            return text
         except Exception:  # noqa: BLE001 - no early transcript: the turn is heard the usual way
             return None
         finally:
             _running -= 1
+
+    @staticmethod
+    async def _tell(on_heard: Callable[[str], Awaitable[None]], text: str) -> None:
+        try:
+            await on_heard(text)
+        except Exception:  # noqa: BLE001 - reading ahead is a guess; the answer reads the turn itself
+            log.debug("reading the early transcript ahead failed", exc_info=True)
 
     async def take(self, committed: bytes) -> str | None:
         """The transcript of `committed`, if it was heard early and only silence came after."""

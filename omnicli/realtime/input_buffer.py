@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -71,6 +72,10 @@ class InputBuffer:
         """semantic_vad (but eagerness high): a turn Smart Turn ends must also read finished."""
         self.read_unfinished = 0
         """Turn ends Smart Turn called and the words overruled."""
+
+    def on_heard(self, tell: Callable[[str], Awaitable[None]]) -> None:
+        """`tell` gets each transcript heard before a commit, as it is ready."""
+        self._early.on_heard = tell
 
     def detect_turns(self, detection: dict | None) -> None:
         """(Re)configure server VAD; positions count from here."""

@@ -188,3 +188,12 @@ class Response:
 
 def _part_event(part: dict) -> dict:
     return {**part, "type": "audio" if part["type"] == "output_audio" else "text"}
+
+
+async def read_ahead(engine: Engine, conversation: Conversation, instructions: str | None, transcript: str) -> None:
+    """A user's turn heard before its commit: the engine is offered the prompt an answer to it would
+    have (these instructions, the conversation, these words), to read while the user is quiet."""
+    wire = {"id": "item_ahead", "type": "message", "role": "user", "content": [{"type": "input_audio"}]}
+    items = [*conversation.remembered(), Item(wire, transcript=transcript)]
+    prompt = await asyncio.to_thread(messages, instructions, items)
+    await engine.prepare(ChatRequest(prompt, max_tokens=DEFAULT_MAX_TOKENS, temperature=REALTIME_TEMPERATURE))

@@ -38,7 +38,7 @@ from omnicli.errors import OmniError, UsageError
 from omnicli.realtime.conversation import Conversation, Item, new_id
 from omnicli.realtime.events import ClientEvent, EventError, parse
 from omnicli.realtime.input_buffer import InputBuffer, decode_pcm16
-from omnicli.realtime.responses import Response
+from omnicli.realtime.responses import Response, read_ahead
 from omnicli.realtime.settings import SessionSettings
 
 log = logging.getLogger("omni")
@@ -62,6 +62,7 @@ class RealtimeSession:
         self.conversation = Conversation()
         self.settings = SessionSettings(model_id)
         self.input = InputBuffer(engine)
+        self.input.on_heard(self._read_ahead)
         self._speech_item_id: str | None = None
         self._response: asyncio.Task | None = None
         self._current: Response | None = None
@@ -190,6 +191,12 @@ class RealtimeSession:
         await self._announce_item(wire, previous)
         if heard is not None:
             await self._transcribed(item, heard, len(committed.samples) / SPEECH_RATE)
+
+    async def _read_ahead(self, transcript: str) -> None:
+        """A turn heard before its commit: the engine may read the prompt its answer would have
+        (the default instructions, the conversation, these words) while the user is still quiet."""
+        if self._response is None and not self._closed:
+            await read_ahead(self.engine, self.conversation, self.settings.values["instructions"], transcript)
 
     async def _heard(self, item: Item, transcript: str) -> None:
         """The engine heard a user item's audio: keep the words, drop the audio."""

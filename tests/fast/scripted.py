@@ -75,6 +75,8 @@ class ScriptedEngine(Engine):
         self._voices = voices if voices is not None else [Voice("joe", "a scripted voice")]
         self.requests: list = []
         """Every request in order: SpeechRequest, ChatRequest, or ("transcribe", seconds, rate, language, quick)."""
+        self.prepared: list = []
+        """ChatRequests the engine was told would likely follow (Engine.prepare)."""
         self.preloaded = 0
         self.closed = 0
 
@@ -111,6 +113,9 @@ class ScriptedEngine(Engine):
         seconds = len(samples) / rate
         spoken = [{"start": 0.0, "end": seconds, "word": word} for word in text.split()] if words else []
         return Transcript(text, language or "en", seconds, [{"start": 0.0, "end": seconds, "text": text}], spoken)
+
+    async def prepare(self, req) -> None:
+        self.prepared.append(req)
 
     async def voices(self) -> list[Voice]:
         return list(self._voices)

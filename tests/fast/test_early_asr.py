@@ -1,15 +1,17 @@
 """Hearing a turn before its commit: an eager pause starts a transcript only while no other early
 transcript runs (one talker: the ASR is idle), a longer pause starts one in any case; what was
-heard early is the commit's transcript when only silence came after. Real Silero on real speech."""
+heard early is the commit's transcript when only silence came after, and the engine is offered
+the request its answer will make. Real Silero on real speech."""
 
 import asyncio
 
 import numpy as np
 
 from omnicli.audio.pcm import float_to_pcm16
+from omnicli.engine.base import ChatRequest
 from omnicli.realtime.early_asr import EarlyTranscriber
 
-from realtime_harness import silence, speech
+from realtime_harness import Session, pcm_b64, run, silence, speech
 from scripted import ScriptedEngine
 
 
@@ -71,3 +73,28 @@ def test_new_speech_voids_what_was_heard_early():
 
     asked, heard = asyncio.run(go())
     assert asked == 1 and heard is None  # heard at the commit instead, with all of it
+
+
+def test_a_turn_heard_early_is_offered_to_the_engine_as_the_request_its_answer_then_makes():
+    """The engine is told, before the commit, the very prompt the answer then asks for (so a
+    thinker that reads it ahead finds its cache ready)."""
+    engine = ScriptedEngine(transcripts=["what time is it"])
+
+    async def go():
+        async with Session(engine) as s:
+            await s.send({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief.",
+                                                                "audio": {"input": {"turn_detection": None}}}})
+            await s.until("session.updated")
+            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(np.concatenate([spoken(), silence(0.4)]))})
+            while not engine.prepared:
+                await asyncio.sleep(0.01)
+            await s.send({"type": "input_audio_buffer.commit"})
+            await s.send({"type": "response.create"})
+            await s.until("response.done")
+
+    run(go())
+    (ahead,) = engine.prepared
+    (asked,) = [r for r in engine.requests if isinstance(r, ChatRequest)]
+    assert ahead.messages == asked.messages
+    assert [m.role for m in asked.messages] == ["system", "user"] and asked.messages[-1].parts[0].text == "what time is it"
+    assert ahead.temperature == asked.temperature

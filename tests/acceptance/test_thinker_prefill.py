@@ -1,0 +1,60 @@
+"""Reading a turn ahead on the real SmolLM2 (llama.cpp): after `prefill`, an answer to the same
+messages reads at most one token instead of the new turn, and says exactly what it says without it."""
+
+import asyncio
+
+from omnicli.engine.thinker import LlamaThinker
+
+BEFORE = [{"role": "system", "content": "Answer in one short sentence."},
+          {"role": "user", "content": "What do cats like to eat?"}]
+
+
+def _answer(thinker: LlamaThinker, messages: list[dict]) -> str:
+    async def go():
+        return "".join([piece async for piece in thinker.stream(messages, max_tokens=24, temperature=0.0)])
+
+    return asyncio.run(go())
+
+
+def _reads(thinker: LlamaThinker) -> list[int]:
+    """Records how many tokens each llama.cpp eval reads from now on."""
+    llm = thinker.load()
+    counts: list[int] = []
+    original = llm.eval
+
+    def counted(tokens):
+        counts.append(len(tokens))
+        return original(tokens)
+
+    llm.eval = counted
+    return counts
+
+
+def test_a_prefilled_turn_is_answered_without_reading_it_again_and_says_the_same():
+    first = _answer(LlamaThinker("smollm2"), BEFORE)
+    after = [*BEFORE, {"role": "assistant", "content": first}, {"role": "user", "content": "And what do dogs like to eat?"}]
+    plain = LlamaThinker("smollm2")
+    _answer(plain, BEFORE)
+    plain_reads = _reads(plain)
+    expected = _answer(plain, after)
+
+    ahead = LlamaThinker("smollm2")
+    _answer(ahead, BEFORE)
+    asyncio.run(ahead.prefill(after, temperature=0.0))
+    reads = _reads(ahead)
+    assert _answer(ahead, after) == expected and expected.strip()
+    assert plain_reads[0] > 10  # the new turn and the assistant's header
+    assert reads[0] <= 1  # nothing new to read (the cached prompt's logits are still there), or its last token
+
+
+def test_prefill_is_skipped_while_the_model_answers_something_else():
+    thinker = LlamaThinker("smollm2")
+    _answer(thinker, BEFORE)
+    cached = thinker.load().n_tokens
+
+    async def go():
+        async with thinker._queue.turn():  # noqa: SLF001 - an answer holding the model
+            await asyncio.wait_for(thinker.prefill([*BEFORE, {"role": "user", "content": "Hi."}], temperature=0.0), 5)
+
+    asyncio.run(go())
+    assert thinker.load().n_tokens == cached
