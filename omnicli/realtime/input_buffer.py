@@ -72,10 +72,24 @@ class InputBuffer:
         """semantic_vad (but eagerness high): a turn Smart Turn ends must also read finished."""
         self.read_unfinished = 0
         """Turn ends Smart Turn called and the words overruled."""
+        self._reading = asyncio.Lock()
+        """Held while a turn end's words are read (the model runs on every core)."""
+        self._ended_by_words = 0
+        self._tell: Callable[[str], Awaitable[None]] | None = None
 
     def on_heard(self, tell: Callable[[str], Awaitable[None]]) -> None:
-        """`tell` gets each transcript heard before a commit, as it is ready."""
-        self._early.on_heard = tell
+        """`tell` gets each transcript heard before a commit, as it is ready; while a turn end's
+        words are being read it waits, and if they end the turn it is not told (the answer that
+        follows at once reads the prompt itself; two models on two cores at once slow both)."""
+        self._tell = tell
+        self._early.on_heard = self._heard_early
+
+    async def _heard_early(self, transcript: str) -> None:
+        ended = self._ended_by_words
+        async with self._reading:
+            pass
+        if ended == self._ended_by_words and self._tell is not None:
+            await self._tell(transcript)
 
     def detect_turns(self, detection: dict | None) -> None:
         """(Re)configure server VAD; positions count from here."""
@@ -92,8 +106,10 @@ class InputBuffer:
         self._early.act(verdicts, self.pcm)
         while turns and turns[-1].pending:
             stop = turns.pop()
-            ended = await self._reads_finished()
+            async with self._reading:
+                ended = await self._reads_finished()
             if ended:
+                self._ended_by_words += 1
                 turns.append(replace(stop, pending=False))
             else:
                 self.read_unfinished += 1

@@ -10,6 +10,7 @@ import numpy as np
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import ChatRequest
 from omnicli.realtime.early_asr import EarlyTranscriber
+from omnicli.realtime.input_buffer import InputBuffer
 
 from realtime_harness import Session, pcm_b64, run, silence, speech
 from scripted import ScriptedEngine
@@ -98,3 +99,27 @@ def test_a_turn_heard_early_is_offered_to_the_engine_as_the_request_its_answer_t
     assert ahead.messages == asked.messages
     assert [m.role for m in asked.messages] == ["system", "user"] and asked.messages[-1].parts[0].text == "what time is it"
     assert ahead.temperature == asked.temperature
+
+
+def test_a_transcript_heard_while_a_turn_ends_by_its_words_is_not_read_ahead():
+    """semantic_vad reads a turn end's words on every core: a read-ahead waits for it, and is
+    dropped when the words end the turn (the answer reads the prompt at once itself)."""
+    async def go(words_end_the_turn: bool) -> list[str]:
+        told: list[str] = []
+
+        async def tell(text: str) -> None:
+            told.append(text)
+
+        buffer = InputBuffer(ScriptedEngine())
+        buffer.on_heard(tell)
+        async with buffer._reading:  # noqa: SLF001 - a turn end's words being read
+            waiting = asyncio.create_task(buffer._heard_early("what time is it"))  # noqa: SLF001
+            await asyncio.sleep(0.01)
+            assert told == []
+            if words_end_the_turn:
+                buffer._ended_by_words += 1  # noqa: SLF001
+        await waiting
+        return told
+
+    assert asyncio.run(go(True)) == []
+    assert asyncio.run(go(False)) == ["what time is it"]
