@@ -344,7 +344,7 @@ class TalkClient:
                         self.awaiting_answer = False
 
     def _since_speech_end(self, audio_end_ms: int | None) -> float:
-        """Seconds since the speech the server heard end ended: the audio appended after it (the
+        """Seconds since the end of the speech the server heard: the audio appended after it (the
         microphone sends in real time); without its position, the default silence of server VAD."""
         if audio_end_ms is None:
             return ServerVAD.silence_ms / 1000

@@ -17,7 +17,7 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16, pcm16_to_float, resample
 
 from conftest import start_server
-from speech_check import wer
+from speech_check import cer, wer
 from turn_speech import quiet, say
 
 QUESTION = "What is the capital of France?"
@@ -96,7 +96,7 @@ def test_a_spoken_question_is_heard_and_answered_aloud(server, judge):
     assert kinds.index("response.speak") < kinds.index("response.output_audio.delta")
     transcript = done["response"]["output"][0]["content"][0]["transcript"]
     said = judge.transcribe(answer_audio(seen, done["response_id"]), SPEECH_RATE)
-    assert transcript.strip() and wer(transcript, said) <= 0.35, (transcript, said)  # the audio speaks the transcript
+    assert transcript.strip() and cer(transcript, said) < 0.2, (transcript, said)  # the audio speaks the transcript
     numbers = [e["server_event_seq"] for e in seen]
     assert numbers == list(range(1, len(numbers) + 1))
 

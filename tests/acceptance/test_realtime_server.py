@@ -94,7 +94,7 @@ def test_openai_client_spoken_question_spoken_answer(omni_server, question, judg
     assert done.response.status == "completed" and done.response.usage.output_tokens > 0
     transcript = next(e for e in events if e.type == "response.output_audio_transcript.done").transcript
     samples = np.frombuffer(audio, dtype="<i2").astype(np.float32) / 32768
-    assert judge.wer_of(transcript, samples, 24000) < 0.35
+    assert judge.cer_of(transcript, samples, 24000) < 0.2
 
 
 ABUSE = [

@@ -75,7 +75,7 @@ def test_chat_with_audio_in_and_out(client, server_voice_clip, judge):
     audio = completion.choices[0].message.audio
     assert audio.transcript.strip()
     answer, rate = sf.read(io.BytesIO(base64.b64decode(audio.data)), dtype="float32")
-    assert judge.wer_of(audio.transcript, answer, rate) < 0.35
+    assert judge.cer_of(audio.transcript, answer, rate) < 0.2
 
 
 def test_chat_audio_streaming(client, judge):
@@ -94,7 +94,7 @@ def test_chat_audio_streaming(client, judge):
     samples = np.frombuffer(b"".join(pcm), dtype="<i2").astype(np.float32) / 32768
     text = "".join(transcript)
     assert text.strip() and len(samples) > 24000
-    assert judge.wer_of(text, samples, 24000) < 0.35
+    assert judge.cer_of(text, samples, 24000) < 0.2
 
 
 @pytest.mark.parametrize(
