@@ -70,8 +70,6 @@ class InputBuffer:
         self._early = EarlyTranscriber(engine)
         self.read_turns = True
         """semantic_vad (but eagerness high): a turn Smart Turn ends must also read finished."""
-        self.read_unfinished = 0
-        """Turn ends Smart Turn called and the words overruled."""
         self._reading = asyncio.Lock()
         """Held while a turn end's words are read (the model runs on every core)."""
         self._ended_by_words = 0
@@ -111,8 +109,6 @@ class InputBuffer:
             if ended:
                 self._ended_by_words += 1
                 turns.append(replace(stop, pending=False))
-            else:
-                self.read_unfinished += 1
             assert self._detector is not None
             turns += await asyncio.to_thread(self._detector.confirm, ended)
         return turns
