@@ -68,26 +68,47 @@ class InputBuffer:
         self._detection: dict | None = None
         self._detector: TurnDetector | None = None
         self._early = EarlyTranscriber(engine)
+        self._early.on_heard = self._heard_early
         self.read_turns = True
         """semantic_vad (but eagerness high): a turn Smart Turn ends must also read finished."""
         self._reading = asyncio.Lock()
-        """Held while a turn end's words are read (the model runs on every core)."""
-        self._ended_by_words = 0
+        """Held while words are read (the model runs on every core): one reading at a time."""
+        self._read: tuple[str, bool] | None = None
+        """The last transcript read, and whether it read finished."""
+        self._turn = 0
+        """Counts commits and clears: a transcript heard before one is not read ahead after it."""
         self._tell: Callable[[str], Awaitable[None]] | None = None
 
     def on_heard(self, tell: Callable[[str], Awaitable[None]]) -> None:
-        """`tell` gets each transcript heard before a commit, as it is ready; while a turn end's
-        words are being read it waits, and if they end the turn it is not told (the answer that
-        follows at once reads the prompt itself; two models on two cores at once slow both)."""
+        """`tell` gets each transcript heard before a commit, as it is ready (with semantic_vad,
+        once its words are read)."""
         self._tell = tell
-        self._early.on_heard = self._heard_early
 
     async def _heard_early(self, transcript: str) -> None:
-        ended = self._ended_by_words
-        async with self._reading:
-            pass
-        if ended == self._ended_by_words and self._tell is not None:
+        """An early transcript is ready. With semantic_vad its words are read at once, so a turn end
+        Smart Turn calls mostly finds them read; then the thinker may read the turn ahead (one model
+        after the other: two at once on two cores slow both)."""
+        turn = self._turn
+        if self._reads_words():
+            await self._reads(transcript)
+        if turn == self._turn and self._tell is not None:
             await self._tell(transcript)
+
+    def _reads_words(self) -> bool:
+        return self._detector is not None and self._detector.confirm_stops
+
+    async def _reads(self, transcript: str) -> bool:
+        """Whether `transcript` reads finished (engine/text_turn.py); read once per transcript."""
+        from omnicli.engine.text_turn import reads_finished
+
+        async with self._reading:
+            if self._read is None or self._read[0] != transcript:
+                try:
+                    ended = not transcript.strip() or await asyncio.to_thread(reads_finished, transcript)
+                except (OmniError, RuntimeError):  # loaded with the detector; should it fail now, the audio decides
+                    ended = True
+                self._read = (transcript, ended)
+            return self._read[1]
 
     def detect_turns(self, detection: dict | None) -> None:
         """(Re)configure server VAD; positions count from here."""
@@ -104,10 +125,8 @@ class InputBuffer:
         self._early.act(verdicts, self.pcm)
         while turns and turns[-1].pending:
             stop = turns.pop()
-            async with self._reading:
-                ended = await self._reads_finished()
+            ended = await self._reads_finished()
             if ended:
-                self._ended_by_words += 1
                 turns.append(replace(stop, pending=False))
             assert self._detector is not None
             turns += await asyncio.to_thread(self._detector.confirm, ended)
@@ -115,14 +134,8 @@ class InputBuffer:
 
     async def _reads_finished(self) -> bool:
         """Smart Turn called a pause the end of the turn: do the words say so too? The transcript
-        is the early one the commit would wait for anyway, so only the text check is added."""
-        from omnicli.engine.text_turn import reads_finished
-
-        transcript = await self._early.now(self.pcm)
-        try:
-            return not transcript or await asyncio.to_thread(reads_finished, transcript)
-        except (OmniError, RuntimeError):  # loaded with the detector; should it fail now, the audio decides
-            return True
+        is the early one the commit would wait for anyway, and mostly read already."""
+        return await self._reads(await self._early.now(self.pcm) or "")
 
     def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:
         data = decode_pcm16(audio)
@@ -177,6 +190,7 @@ class InputBuffer:
         return Committed(pcm, samples, await self._early.take(pcm))
 
     def clear(self, cancel_early: bool = True) -> None:
+        self._turn += 1
         self._start_ms += len(self.pcm) // 2 * 1000 // SPEECH_RATE
         self.pcm.clear()
         if cancel_early:

@@ -10,7 +10,6 @@ import numpy as np
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import ChatRequest
 from omnicli.realtime.early_asr import EarlyTranscriber
-from omnicli.realtime.input_buffer import InputBuffer
 
 from realtime_harness import Session, pcm_b64, run, silence, speech
 from scripted import ScriptedEngine
@@ -101,25 +100,19 @@ def test_a_turn_heard_early_is_offered_to_the_engine_as_the_request_its_answer_t
     assert ahead.temperature == asked.temperature
 
 
-def test_a_transcript_heard_while_a_turn_ends_by_its_words_is_not_read_ahead():
-    """semantic_vad reads a turn end's words on every core: a read-ahead waits for it, and is
-    dropped when the words end the turn (the answer reads the prompt at once itself)."""
-    async def go(words_end_the_turn: bool) -> list[str]:
-        told: list[str] = []
+def test_a_committed_turn_is_not_heard_again_as_the_silence_after_it():
+    """A turn committed early in its pause (semantic_vad, or the client's Smart Turn) is not
+    transcribed a second time when that pause grows long: the silence is no turn, and Whisper on
+    it would take the cores from the answer."""
+    async def go():
+        engine = SlowEars()
+        early, pcm = EarlyTranscriber(engine), bytearray()
+        hear(early, pcm, np.concatenate([spoken(), silence(0.1)]))  # an eager pause: heard at once
+        engine.gate.set()
+        heard = await early.take(bytes(pcm))
+        after = bytearray()
+        hear(early, after, silence(0.4))  # the same pause, past 200 ms, after the commit
+        await asyncio.sleep(0.05)
+        return heard, engine.asked
 
-        async def tell(text: str) -> None:
-            told.append(text)
-
-        buffer = InputBuffer(ScriptedEngine())
-        buffer.on_heard(tell)
-        async with buffer._reading:  # noqa: SLF001 - a turn end's words being read
-            waiting = asyncio.create_task(buffer._heard_early("what time is it"))  # noqa: SLF001
-            await asyncio.sleep(0.01)
-            assert told == []
-            if words_end_the_turn:
-                buffer._ended_by_words += 1  # noqa: SLF001
-        await waiting
-        return told
-
-    assert asyncio.run(go(True)) == []
-    assert asyncio.run(go(False)) == ["what time is it"]
+    assert asyncio.run(go()) == ("what time is it", 1)

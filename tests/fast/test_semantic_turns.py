@@ -244,6 +244,40 @@ def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that
     assert run(committed("What is the capital of", "high")) == 2  # high: the soonest turn end, audio alone
 
 
+def test_semantic_vad_reads_the_words_once_as_soon_as_they_are_heard_and_only_then_reads_the_turn_ahead(monkeypatch):
+    """The early transcript's words are read when it is ready, not when Smart Turn's turn end asks
+    for them (that finds them read: once per transcript), and the thinker is offered the turn
+    after them, never beside them."""
+    from omnicli.engine import text_turn
+
+    done: list[tuple[str, str]] = []
+    reads_finished = text_turn.reads_finished
+
+    def reads(text: str) -> bool:
+        done.append(("read", text))
+        return reads_finished(text)
+
+    class Ahead(ScriptedEngine):
+        async def prepare(self, req) -> None:
+            done.append(("ahead", req.messages[-1].text))
+            await super().prepare(req)
+
+    monkeypatch.setattr(text_turn, "reads_finished", reads)
+    heard = "What is the capital of France?"
+
+    async def go():
+        async with Session(Ahead(transcripts=[heard])) as s:
+            await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
+            await s.until("session.updated")
+            audio = np.concatenate([spoken(QUESTION), silence(0.6)])
+            for start in range(0, len(audio), 960):
+                await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 960])})
+            await s.until("input_audio_buffer.committed")
+
+    run(go())
+    assert done == [("read", heard), ("ahead", heard)]
+
+
 def test_semantic_mode_leaves_starts_alone_and_rejects_an_unknown_eagerness():
     audio = spoken(QUESTION)
     starts = [[e for e in feed(TurnDetector(SPEECH_RATE, semantic=s), audio) if e.kind == "started"] for s in (False, True)]
