@@ -13,7 +13,6 @@ import asyncio
 import json
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 import soundfile as sf
 
 from omnicli.bench.scoring import percentile
+from omnicli.engine.llama_load import llama_server_command
 
 QUESTIONS = [
     "How many days are there in a week?", "What do cats like to eat?", "What color is the sky?",
@@ -39,8 +39,8 @@ def start_llama_server(gguf: Path, log: Path) -> tuple[subprocess.Popen, str]:
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     with log.open("wb") as handle:
-        process = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-                                    "--port", str(port)], stdout=handle, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(llama_server_command("--model", str(gguf), "--host", "127.0.0.1", "--port", str(port)),
+                                   stdout=handle, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while True:
         try:

@@ -33,14 +33,13 @@ _lock = threading.Lock()
 def _load():
     global _model, _enders
     if _model is None:
-        from llama_cpp import Llama
-
         from omnicli.engine.cores import THREADS
+        from omnicli.engine.llama_load import load_llama
         from omnicli.engine.packaged import thinker_gguf
 
         path = thinker_gguf("smollm2")
         try:
-            model = Llama(str(path), n_ctx=256, n_threads=THREADS.turn_text, n_threads_batch=THREADS.turn_text,
+            model = load_llama(path, n_ctx=256, n_threads=THREADS.turn_text, n_threads_batch=THREADS.turn_text,
                           verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise OmniError(f"cannot load {path} to read turn ends: {exc}") from exc

@@ -14,6 +14,7 @@ from pathlib import Path
 from omnicli.config import thinker_setting
 from omnicli.engine import packaged
 from omnicli.engine.cores import PRIORITY, THREADS
+from omnicli.engine.llama_load import load_llama
 from omnicli.engine.workers import ModelQueue
 from omnicli.errors import ContextWindowError, OmniError, UsageError
 
@@ -50,15 +51,15 @@ class LlamaThinker:
         with self._load_lock:
             if self._llm is None:
                 try:
-                    from llama_cpp import Llama
+                    import llama_cpp  # noqa: F401
                 except ImportError as exc:
                     raise OmniError(
                         "the embedded thinker needs llama-cpp-python (pip install llama-cpp-python)"
                     ) from exc
                 self._source = resolve_llm(self.model_name)
                 try:
-                    self._llm = Llama(
-                        model_path=str(self._source),
+                    self._llm = load_llama(
+                        self._source,
                         n_ctx=self.context,
                         n_threads=THREADS.thinker,
                         n_threads_batch=THREADS.thinker_prompt,

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import httpx
 
+from omnicli.engine.llama_load import llama_server_command
+
 READY_SECONDS = 120
 """Both load in ~2 s; a busy machine needs more, a broken server says so long before this."""
 
@@ -55,8 +57,7 @@ def start_llama_server(*args: str) -> tuple[subprocess.Popen, str]:
     `--n_ctx 512`). Ready when `/v1/models` answers: it loads the model before listening.
     Its first completion is slow (warm-up); send one before timing anything."""
     port = free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", smollm2_gguf(),
-               "--host", "127.0.0.1", "--port", str(port), *args]
+    command = llama_server_command("--model", smollm2_gguf(), "--host", "127.0.0.1", "--port", str(port), *args)
     return _start("llama", command, f"http://127.0.0.1:{port}", "/v1/models")
 
 
