@@ -167,6 +167,7 @@ class ErrorCode(StrEnum):
     RESUME_UNSUPPORTED = "session_resume_unsupported"
     SESSION_NOT_OPEN = "session_not_open"  # an event before the opening session.update/session.resume
     REF_AUDIO_REQUIRED = "ref_audio_required"  # MiniCPM-o flavour
+    REF_AUDIO_UNSUPPORTED = "ref_audio_unsupported"  # omni serve: its voice is not cloned from a clip
     BARGE_IN_UNSUPPORTED = "barge_in_unsupported"
     UNSUPPORTED_TURN_DETECTION = "unsupported_turn_detection"
     UNSUPPORTED_AUDIO_FORMAT = "unsupported_audio_format"

@@ -142,6 +142,9 @@ def apply(config: DuplexConfig, settings: SessionSettings, session: Any) -> bool
     idle = session.get("idle_timeout_s")
     if idle is not None and (isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle < MIN_IDLE_TIMEOUT_S):
         _refuse(f"idle_timeout_s must be a number of seconds >= {MIN_IDLE_TIMEOUT_S}", "idle_timeout_s")
+    if session.get("ref_audio") is not None:  # what the client asked for would not be heard
+        _refuse("this server's voice cannot be cloned from a clip: leave ref_audio out to hear the session's voice",
+                "ref_audio", ErrorCode.REF_AUDIO_UNSUPPORTED)
     extra = session.get("extra_body")
     if extra is not None and not isinstance(extra, dict):
         _refuse("extra_body must be an object", "extra_body")

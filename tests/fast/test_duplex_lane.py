@@ -154,6 +154,29 @@ def test_a_bad_opening_update_is_refused_in_the_flat_shape_and_the_socket_closed
     assert code == 1008 and sessions == 0
 
 
+def test_a_voice_clip_is_refused_since_the_lane_cannot_clone_it_and_an_open_session_lives_on():
+    """MiniCPM-o's preset sends `ref_audio`; this lane's voice is not cloned from a clip, so it says
+    so instead of answering in another voice than the one asked for."""
+    clip = "data:audio/wav;base64,UklGRiQAAABXQVZF"
+
+    async def test(app):
+        refused_socket, refused = await connect(app, {"ref_audio": clip, "sample_rate_hz": 16000})
+        code = await refused_socket.closed()
+        socket, created = await connect(app, {"instructions": "Be brief."})
+        await socket.send({"type": "session.update", "session": {"ref_audio": clip, "instructions": "Be long."}})
+        error = await socket.until("error")
+        await socket.send({"type": "session.update", "session": {}})
+        updated = await socket.until("session.updated")
+        return refused, code, error, updated
+
+    refused, code, error, updated = run(test)
+    assert refused["type"] == "error" and refused["code"] == "ref_audio_unsupported" and code == 1008
+    assert "cannot be cloned" in refused["error"]
+    assert error["error"]["code"] == "ref_audio_unsupported" and error["error"]["param"] == "ref_audio"
+    assert updated["session"]["instructions"] == "Be brief."  # nothing of the refused update was applied
+    assert "ref_audio" not in updated["session"]
+
+
 def test_autostart_0_opens_with_session_update_and_refuses_any_other_first_event():
     """vLLM-Omni's own client connects with `autostart=0` and opens with session.update; what
     `autostart=0` rules out is a session opened implicitly by some other first event."""
