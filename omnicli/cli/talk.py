@@ -55,6 +55,7 @@ def talk(
     duplex: Annotated[bool, typer.Option("--duplex", help="Full duplex (vLLM-Omni's /v1/realtime?duplex=1 with --server, else omni's duplex lane in this process): the mic streams all along and the model decides when to speak.")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="--duplex session shape: 'minicpmo' (16 kHz, needs --ref-audio), 'personaplex' (24 kHz float) or 'default'.", show_default=False)] = None,
     ref_audio: Annotated[str | None, typer.Option("--ref-audio", help="--duplex: a clip of the voice the model speaks in (--preset minicpmo).", show_default=False)] = None,
+    image: Annotated[str | None, typer.Option("--image", help="--duplex: a JPEG or PNG the model sees as a still camera, a frame a second (MiniCPM-o reads video; others ignore it).", show_default=False)] = None,
 ) -> None:
     """Talk: omni talk (Space starts and sends a turn, m mutes, q quits; speak over the answer to interrupt it)."""
     import asyncio
@@ -74,11 +75,11 @@ def talk(
 
     options: object = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
                                   answer_timeout=connection.timeout if connection.server else None)
-    if duplex or preset or ref_audio:
+    if duplex or preset or ref_audio or image:
         from omnicli.realtime.duplex_client import duplex_options
 
         options = duplex_options(preset, ref_audio, vad=vad, echo_gate=echo_gate,
-                                 instructions=instructions, voice=voice, model=model)
+                                 instructions=instructions, voice=voice, model=model, image=image)
     from omnicli.cli.engines import engines, stage_servers
 
     servers = stage_servers(asr_server, llm_server, tts_server, llm_model=llm_model, tts_model=tts_model)

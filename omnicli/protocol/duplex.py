@@ -113,6 +113,11 @@ class ServerEvent(StrEnum):
     OUTPUT_AUDIO_CLEARED = "output_audio_buffer.cleared"
     PLAYBACK_ACKNOWLEDGED = "playback.acknowledged"  # event: {played_ms, committed_ms, playback, history_committed, ...}
     OVERLAP_DECISION = "overlap.decision"  # {policy, action, reason, overlap_ms, epoch}
+    # Tool calls (Nemotron VoiceChat): a `function_call` output item, its arguments streamed, and a raw
+    # fallback when the model's call is malformed (no call_id or name).
+    FUNCTION_CALL_ARGUMENTS_DELTA = "response.function_call_arguments.delta"
+    FUNCTION_CALL_ARGUMENTS_DONE = "response.function_call_arguments.done"  # {item_id, call_id, arguments}
+    FUNCTION_CALL_MALFORMED = "duplex.function_call.done"  # event: {call_id, name, arguments}
 
 
 class ImplementationLevel(StrEnum):

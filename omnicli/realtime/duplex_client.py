@@ -15,6 +15,7 @@ from its start. Everything branches on the session's capabilities, never on a mo
 
 import asyncio
 import base64
+import json
 import logging
 import time
 from collections import deque
@@ -49,6 +50,7 @@ _PREROLL_MS = 300
 detected is sent again after the clear, so the user's first syllable is not lost."""
 _SILENCE_MS = 500
 _MAX_APPEND_MS = 200
+NO_TOOLS = "omni talk runs no tools, so this call was not run"
 _ECHOES = {ServerEvent.HEARTBEAT_ACK, ServerEvent.PLAYBACK_ACKNOWLEDGED}
 """Replies to the client's own bookkeeping: they do not keep a headless talk from ending."""
 
@@ -65,6 +67,10 @@ class DuplexOptions:
     instructions: str | None = None
     voice: str | None = None
     model: str | None = None
+    frame: str | None = None
+    """`--image`: a picture (base64 JPEG/PNG) the model sees as a still camera: it rides the append
+    that closes each of the model's input units (`chunk_period_ms`, else a second) as `video_frames`.
+    Only a model that reads video (MiniCPM-o 4.5) looks at it; the others ignore it."""
 
 
 def append_ms(chunk_period_ms: int | None) -> int:
@@ -77,14 +83,15 @@ def append_ms(chunk_period_ms: int | None) -> int:
 
 def duplex_options(preset_name: str | None, ref_audio: str | None, *, vad: str | None,
                    echo_gate: bool = True, instructions: str | None = None, voice: str | None = None,
-                   model: str | None = None) -> DuplexOptions:
+                   model: str | None = None, image: str | None = None) -> DuplexOptions:
     """`omni talk --duplex`'s command line, checked before anything is opened (usage errors)."""
-    from omnicli.realtime.duplex_presets import preset, ref_audio_data_url
+    from omnicli.realtime.duplex_presets import camera_frame, preset, ref_audio_data_url
 
     chosen = preset(preset_name, ref_audio)
     turns = "server" if vad == "semantic" else vad or "client"  # the lane's own turn ends are semantic
     return DuplexOptions(chosen, ref_audio_data_url(ref_audio) if ref_audio else None, turns=turns,
-                         echo_gate=echo_gate, instructions=instructions, voice=voice, model=model)
+                         echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
+                         frame=camera_frame(image) if image else None)
 
 
 def duplex_link(connection, model: str | None, log) -> DuplexLink:
@@ -151,12 +158,17 @@ class DuplexTalkClient:
         """The response the server is making (created, not yet done)."""
         self.cut: set[str] = set()
         """Responses the user talked over: the rest of their audio and text is dropped."""
+        self.tool_calls: list[tuple[str, str]] = []
+        """(name, arguments) of each tool the model called; none is run here."""
+        self._tool_names: dict[str, str] = {}
         self.user_speaking = False
         self.mic_muted = False
         self._detector: TurnDetector | None = None
         self._unsent: list[np.ndarray] = []
         """Microphone frames not yet appended (appends are `_append_ms` long)."""
         self._append_ms = _MAX_APPEND_MS
+        self._sent_ms = 0.0
+        """Microphone audio appended so far: where the model's input units close."""
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, _PREROLL_MS // FRAME_MS) + 1)
         """The latest frames sent: the speech's onset when Silero says it started."""
         self.echo = EchoGate(options.echo_gate)
@@ -273,9 +285,14 @@ class DuplexTalkClient:
     async def _append(self, frame: np.ndarray) -> None:
         data = self.encoder.encode(frame)
         if data:
-            await self.send({"type": ClientEvent.INPUT_APPEND.value, "audio": base64.b64encode(data).decode(),
-                             "format": self.encoder.format, "sample_rate_hz": self.encoder.rate,
-                             "duration_ms": round(self.encoder.duration_ms(data))})
+            event: dict[str, Any] = {"type": ClientEvent.INPUT_APPEND.value, "audio": base64.b64encode(data).decode(),
+                                     "format": self.encoder.format, "sample_rate_hz": self.encoder.rate,
+                                     "duration_ms": round(self.encoder.duration_ms(data))}
+            before, self._sent_ms = self._sent_ms, self._sent_ms + self.encoder.duration_ms(data)
+            unit = self.capabilities.chunk_period_ms or 1000
+            if self.options.frame is not None and self._sent_ms // unit > before // unit:
+                event["video_frames"] = [self.options.frame]
+            await self.send(event)
 
     async def _speech_started(self) -> None:
         self.user_speaking = True
@@ -441,11 +458,33 @@ class DuplexTalkClient:
                 self.state.user_text(event.get("transcript") or "")
             case ServerEvent.RESPONSE_DONE:
                 await self._response_done(rid, (event.get("response") or {}).get("status"))
+            case ServerEvent.OUTPUT_ITEM_ADDED:
+                item = event.get("item") or {}
+                if item.get("type") == "function_call":
+                    self._tool_names[str(item.get("call_id") or item.get("id"))] = str(item.get("name") or "")
+            case ServerEvent.FUNCTION_CALL_ARGUMENTS_DONE:
+                await self._tool_called(event)
+            case ServerEvent.FUNCTION_CALL_MALFORMED:
+                raw = event.get("event") or {}
+                self.view.problem(f"the model made a malformed tool call ({raw.get('name') or 'no name'}, arguments "
+                                  f"{str(raw.get('arguments'))!r})")
             case ServerEvent.ERROR:
                 code, message = error_code_and_message(event)
                 text = message + (f" ({code})" if code else "")
                 self.errors.append(text)
                 self.view.problem(text)
+
+    async def _tool_called(self, event: dict) -> None:
+        """The model called a tool (Nemotron VoiceChat). omni talk runs none: the call is shown, and
+        the model is told so in the call's output, rather than left waiting for a result."""
+        call_id = event.get("call_id")
+        name = self._tool_names.pop(str(call_id or event.get("item_id")), "") or str(event.get("name") or "a tool")
+        arguments = str(event.get("arguments") or "")
+        self.tool_calls.append((name, arguments))
+        self.view.said("tool", f"{name}({arguments})", "not run: omni talk runs no tools")
+        if call_id:
+            await self.send({"type": ClientEvent.ITEM_CREATE.value, "item": {
+                "type": "function_call_output", "call_id": call_id, "output": json.dumps({"error": NO_TOOLS})}})
 
     async def _server_barge_in(self) -> None:
         """The server cancelled the answer over the user's speech: stop playing it now."""

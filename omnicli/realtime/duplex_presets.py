@@ -67,6 +67,24 @@ def ref_audio_data_url(path: str) -> str:
     return "data:audio/wav;base64," + base64.b64encode(wav).decode()
 
 
+_PICTURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
+"""JPEG and PNG, what `video_frames` carries."""
+MAX_PICTURE_BYTES = 8 * 1024 * 1024
+
+
+def camera_frame(path: str) -> str:
+    """`--image`: a JPEG or PNG picture, base64, as a camera frame rides an append."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read --image {path}: {exc.strerror or exc}") from exc
+    if not data.startswith(_PICTURES):
+        raise UsageError(f"--image {path} is not a JPEG or PNG picture")
+    if len(data) > MAX_PICTURE_BYTES:
+        raise UsageError(f"--image {path} is over {MAX_PICTURE_BYTES // 2**20} MiB; send a smaller picture")
+    return base64.b64encode(data).decode()
+
+
 def session_config(chosen: Preset, *, model: str | None = None, ref_audio: str | None = None,
                    instructions: str | None = None, voice: str | None = None) -> dict:
     """The `session` of the opening `session.update`: both the beta spellings of the formats

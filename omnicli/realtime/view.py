@@ -143,8 +143,17 @@ class LineView:
         print(f"omni: server error: {text}", file=sys.stderr)
 
 
+def _slim(key: str, value, kind: str):
+    """An event's field as the log keeps it: audio and pictures by their size."""
+    if key in ("audio", "delta") and kind.endswith(("audio.delta", "append")):
+        return {"bytes": len(value) * 3 // 4}
+    if key == "video_frames" and isinstance(value, list):
+        return [{"bytes": len(frame) * 3 // 4 - frame[-2:].count("=")} for frame in value]
+    return value
+
+
 class EventLog:
-    """`--transcript PATH`: every event in and out as JSON lines, audio replaced by its size.
+    """`--transcript PATH`: every event in and out as JSON lines, audio and pictures replaced by their size.
     The file is made with the first event, so a talk that never connected leaves none behind."""
 
     def __init__(self, path: str | None) -> None:
@@ -164,8 +173,7 @@ class EventLog:
                 path, self._path = self._path, None  # said once; the talk ends with it
                 raise UsageError(f"cannot write --transcript {path}: {exc.strerror or exc}") from exc
 
-        slim = {k: ({"bytes": len(v) * 3 // 4} if k in ("audio", "delta") and event.get("type", "").endswith(("audio.delta", "append")) else v)
-                for k, v in event.items()}
+        slim = {k: _slim(k, v, event.get("type", "")) for k, v in event.items()}
         self._handle.write(json.dumps({"t": round(time.monotonic() - self._start, 3), "dir": direction, "event": slim}) + "\n")
         self._handle.flush()
 

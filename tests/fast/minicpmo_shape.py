@@ -21,7 +21,9 @@ answer that stops after that many deltas until cancelled), `finale` (a session-e
 after the first answer), `idle_timeout_s` (the lease), `greet` (autostart: a socket without
 `autostart=0` gets a default session and its `session.created` at once), `needs_ref_audio`,
 `audible` (a tone instead of the level-coded deltas, for real devices), `forget_on_drop` (the
-dropped session is gone: its resume is refused).
+dropped session is gone: its resume is refused), `tool_call` ((name, arguments): the first answer
+is a call of that tool, as Nemotron VoiceChat makes one, and the spoken answer follows the call's
+`function_call_output`; arguments without a name come as the raw malformed-call event, then the answer).
 """
 
 import asyncio
@@ -113,7 +115,8 @@ class MiniCPMoShape:
                  delta_ms: int = 200, pace_s: float = 0.02, hold: int | None = None,
                  drop_after_deltas: int | None = None, replay_extra: int = 0, finale: str | None = None,
                  idle_timeout_s: float = 300.0, needs_ref_audio: bool = True, greet: bool = False,
-                 audible: bool = False, forget_on_drop: bool = False, chunk_period_ms: int = 1000) -> None:
+                 audible: bool = False, forget_on_drop: bool = False, chunk_period_ms: int = 1000,
+                 tool_call: tuple[str | None, str] | None = None) -> None:
         self.supports_barge_in = supports_barge_in
         self.answer, self.deltas, self.delta_ms, self.pace_s, self.hold = answer, deltas, delta_ms, pace_s, hold
         self.drop_after_deltas = drop_after_deltas
@@ -125,6 +128,7 @@ class MiniCPMoShape:
         self.audible = audible
         self.forget_on_drop = forget_on_drop
         self.chunk_period_ms = chunk_period_ms
+        self.tool_call = tool_call
         self.sessions: dict[str, Session] = {}
         self.received: list[list[dict]] = []
         self.queries: list[dict] = []
@@ -284,6 +288,8 @@ class MiniCPMoShape:
                 session.event_acks.append(seq)
             case "session.close":
                 await self._finish(session, "session.closed", reason="session_close")
+            case "conversation.item.create" if (event.get("item") or {}).get("type") == "function_call_output":
+                self._answer(session)
             case "barge_in" | "turn.signal" if not self.supports_barge_in:
                 await session.emit("error", error=realtime_error(ErrorCode.BARGE_IN_UNSUPPORTED, "this model has no barge-in")["error"])
             case _:
@@ -326,10 +332,36 @@ class MiniCPMoShape:
         item = f"item_user_{session.responses + 1}"
         await session.emit("input_audio_buffer.committed", item_id=item, event={"type": "input.committed", "turn_id": session.responses + 1})
         await session.emit("conversation.item.input_audio_transcription.completed", item_id=item, content_index=0, transcript=HEARD)
+        if self.tool_call is not None and session.responses == 0:
+            await self._call_tool(session, *self.tool_call)
+            return
+        self._answer(session)
+
+    def _answer(self, session: Session) -> None:
         session.responses += 1
         session.response_id = f"resp_{session.responses:02d}"
         session.overlap_ms, session.overlap_reported = 0.0, False
         session.response = asyncio.get_running_loop().create_task(self._respond(session, session.response_id))
+
+    async def _call_tool(self, session: Session, name: str | None, arguments: str) -> None:
+        session.responses += 1
+        rid, item, call = f"resp_fc_{session.responses:02d}", f"item_fc_{session.responses:02d}", "call_7d1f"
+        if name is None:
+            await session.emit("duplex.function_call.done", event={"type": "function_call.done", "session_id": session.id,
+                                                                   "epoch": 0, "call_id": None, "name": None, "arguments": arguments})
+            session.responses -= 1
+            self._answer(session)  # the model goes on to speak
+            return
+        envelope = {"response_id": rid, "item_id": item, "output_index": 0, "call_id": call}
+        await session.emit("response.created", response_id=rid, response={"id": rid, "object": "realtime.response", "status": "in_progress", "output": []})
+        await session.emit("response.output_item.added", response_id=rid, output_index=0, item={
+            "id": item, "object": "realtime.item", "type": "function_call", "status": "completed", "name": name,
+            "call_id": call, "arguments": arguments})
+        for piece in (arguments[:len(arguments) // 2], arguments[len(arguments) // 2:]):
+            await session.emit("response.function_call_arguments.delta", **envelope, delta=piece)
+        await session.emit("response.function_call_arguments.done", **envelope, arguments=arguments)
+        await session.emit("response.done", response_id=rid, response={"id": rid, "object": "realtime.response",
+                                                                        "status": "completed", "output": [{"id": item}]})
 
     async def _respond(self, session: Session, rid: str) -> None:
         item = f"item_{rid}"

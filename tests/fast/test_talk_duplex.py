@@ -99,6 +99,30 @@ def test_a_socket_killed_mid_answer_is_resumed_with_no_event_lost_or_doubled(tmp
     assert len(of(events, "in", "session.resumed")) == 1
 
 
+def test_a_tool_call_is_shown_and_answered_as_not_run_and_the_spoken_answer_follows(tmp_path):
+    """Nemotron VoiceChat calls tools; omni talk runs none, says so on screen, and tells the model
+    in the call's output instead of leaving it waiting for a result."""
+    shape = MiniCPMoShape(answer="I cannot look that up.", deltas=3, tool_call=("get_weather", '{"city":"Hong Kong"}'))
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert 'tool: get_weather({"city":"Hong Kong"}) (not run: omni talk runs no tools)' in result.stderr.splitlines()
+    assert "omni: I cannot look that up. (" in result.stderr
+    [output] = of(events, "out", "conversation.item.create")
+    assert output["item"]["type"] == "function_call_output" and output["item"]["call_id"] == "call_7d1f"
+    assert json.loads(output["item"]["output"]) == {"error": "omni talk runs no tools, so this call was not run"}
+    assert len(sf.read(str(said))[0]) == 3 * DELTA
+
+
+def test_a_malformed_tool_call_is_one_line_and_the_talk_goes_on(tmp_path):
+    shape = MiniCPMoShape(answer="It is noon.", deltas=2, tool_call=(None, "{"))
+    with served(shape.handler) as url:
+        result, _, events = talk_duplex(url, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert "omni: server error: the model made a malformed tool call (no name, arguments '{')" in result.stderr.splitlines()
+    assert "omni: It is noon. (" in result.stderr and not of(events, "out", "conversation.item.create")
+
+
 def test_a_server_whose_greeting_offers_duplex_is_talked_to_in_duplex(tmp_path):
     """No --duplex: the greeting (`session.created` with duplex capabilities) chooses it."""
     shape = MiniCPMoShape(greet=True, needs_ref_audio=False)
@@ -133,6 +157,49 @@ def test_resume_backoff_is_jittered_and_grows_to_its_ceiling():
         delays = {backoff.delay(attempt) for _ in range(50)}
         assert all(0.25 <= d <= ceiling for d in delays)
         assert len(delays) > 1 or ceiling == 0.25  # jittered wherever there is room
+
+
+def png(path: Path) -> Path:
+    """A real 2x2 grey PNG picture."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + b"\x80" * 2 for _ in range(2))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 0, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return path
+
+
+def test_a_picture_rides_the_append_that_closes_each_model_unit(tmp_path):
+    """MiniCPM-o sees video: `--image` is a still camera, one frame per 1 s unit of audio sent."""
+    picture = png(tmp_path / "desk.png")
+    shape = MiniCPMoShape(answer="A grey square.", deltas=2)
+    with served(shape.handler) as url:
+        result, _, events = talk_duplex(url, tmp_path, "--image", picture)
+    assert result.exit_code == 0, result.stderr
+    appends = [e for e in shape.received[0] if e["type"] == "input_audio_buffer.append"]
+    sent_ms = np.cumsum([a["duration_ms"] for a in appends])
+    closing = [i for i, ms in enumerate(sent_ms) if ms // 1000 > (ms - appends[i]["duration_ms"]) // 1000]
+    assert len(closing) >= 2 and [i for i, a in enumerate(appends) if "video_frames" in a] == closing
+    assert all(appends[i]["video_frames"] == [base64.b64encode(picture.read_bytes()).decode()] for i in closing)
+    logged = [a for a in of(events, "out", "input_audio_buffer.append") if "video_frames" in a]
+    assert logged[0]["video_frames"] == [{"bytes": picture.stat().st_size}]  # the event log keeps sizes, not pictures
+
+
+@pytest.mark.parametrize("name, content, line", [
+    ("notes.txt", b"not a picture", "omni: error: --image {path} is not a JPEG or PNG picture"),
+    ("missing.png", None, "omni: error: cannot read --image {path}: No such file or directory"),
+])
+def test_an_unusable_picture_is_a_usage_error(tmp_path, name, content, line):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    result = omni("talk", "--image", path, "--server", "http://127.0.0.1:9", "--input-file", speech_file())
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [line.format(path=path)]
 
 
 def test_minicpmo_without_ref_audio_is_a_usage_error(tmp_path):
