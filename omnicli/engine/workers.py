@@ -34,6 +34,24 @@ class ModelQueue:
             yield
 
     async def run(self, fn: Callable, *args):
-        """Run one blocking job in a thread when this model's turn comes."""
-        async with self._lock():
-            return await asyncio.to_thread(fn, *args)
+        """Run one blocking job in a thread when this model's turn comes. A caller cancelled while
+        the job runs returns at once, but the model stays held until the thread is done with it:
+        the next job must not enter it beside the one still running (espeak is not thread-safe, and
+        two Whisper runs at once slow each other down)."""
+        lock = self._lock()
+        await lock.acquire()
+        try:
+            job = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+        except BaseException:
+            lock.release()
+            raise
+        job.add_done_callback(_release(lock))
+        return await asyncio.shield(job)
+
+
+def _release(lock: asyncio.Lock) -> Callable[[asyncio.Future], None]:
+    def done(job: asyncio.Future) -> None:
+        lock.release()
+        if not job.cancelled():
+            job.exception()  # retrieved: a job nobody waits for any more does not log its failure as lost
+    return done
