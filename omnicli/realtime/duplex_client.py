@@ -158,9 +158,8 @@ class DuplexTalkClient:
         """The response the server is making (created, not yet done)."""
         self.cut: set[str] = set()
         """Responses the user talked over: the rest of their audio and text is dropped."""
-        self.tool_calls: list[tuple[str, str]] = []
-        """(name, arguments) of each tool the model called; none is run here."""
         self._tool_names: dict[str, str] = {}
+        """The name of each tool call announced (by call_id), until its arguments are done."""
         self.user_speaking = False
         self.mic_muted = False
         self._detector: TurnDetector | None = None
@@ -480,7 +479,6 @@ class DuplexTalkClient:
         call_id = event.get("call_id")
         name = self._tool_names.pop(str(call_id or event.get("item_id")), "") or str(event.get("name") or "a tool")
         arguments = str(event.get("arguments") or "")
-        self.tool_calls.append((name, arguments))
         self.view.said("tool", f"{name}({arguments})", "not run: omni talk runs no tools")
         if call_id:
             await self.send({"type": ClientEvent.ITEM_CREATE.value, "item": {
