@@ -78,6 +78,9 @@ def talk(
     if duplex or preset or ref_audio or image:
         from omnicli.realtime.duplex_client import duplex_options
 
+        if image and not connection.server:
+            raise UsageError("--image needs --server: the embedded engine cannot see pictures "
+                             "(a model that reads video can, e.g. MiniCPM-o 4.5 on vLLM-Omni)")
         options = duplex_options(preset, ref_audio, vad=vad, echo_gate=echo_gate,
                                  instructions=instructions, voice=voice, model=model, image=image)
     from omnicli.cli.engines import engines, stage_servers

@@ -202,6 +202,14 @@ def test_an_unusable_picture_is_a_usage_error(tmp_path, name, content, line):
     assert result.stderr.strip().splitlines() == [line.format(path=path)]
 
 
+def test_a_picture_without_a_server_is_a_usage_error_since_the_embedded_engine_cannot_see(tmp_path):
+    result = omni("talk", "--duplex", "--image", png(tmp_path / "desk.png"), "--input-file", speech_file())
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "omni: error: --image needs --server: the embedded engine cannot see pictures "
+        "(a model that reads video can, e.g. MiniCPM-o 4.5 on vLLM-Omni)"]
+
+
 def test_minicpmo_without_ref_audio_is_a_usage_error(tmp_path):
     result = omni("talk", "--duplex", "--preset", "minicpmo", "--server", "http://127.0.0.1:9",
                   "--input-file", speech_file(), "--output-file", tmp_path / "said.wav")
