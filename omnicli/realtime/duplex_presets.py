@@ -75,13 +75,13 @@ MAX_PICTURE_BYTES = 8 * 1024 * 1024
 def camera_frame(path: str) -> str:
     """`--image`: a JPEG or PNG picture, base64, as a camera frame rides an append."""
     try:
+        if Path(path).stat().st_size > MAX_PICTURE_BYTES:  # said before a huge file is read
+            raise UsageError(f"--image {path} is over {MAX_PICTURE_BYTES // 2**20} MiB; send a smaller picture")
         data = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read --image {path}: {exc.strerror or exc}") from exc
     if not data.startswith(_PICTURES):
         raise UsageError(f"--image {path} is not a JPEG or PNG picture")
-    if len(data) > MAX_PICTURE_BYTES:
-        raise UsageError(f"--image {path} is over {MAX_PICTURE_BYTES // 2**20} MiB; send a smaller picture")
     return base64.b64encode(data).decode()
 
 

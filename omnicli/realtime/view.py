@@ -146,10 +146,15 @@ class LineView:
 def _slim(key: str, value, kind: str):
     """An event's field as the log keeps it: audio and pictures by their size."""
     if key in ("audio", "delta") and kind.endswith(("audio.delta", "append")):
-        return {"bytes": len(value) * 3 // 4}
+        return {"bytes": _decoded_size(value)}
     if key == "video_frames" and isinstance(value, list):
-        return [{"bytes": len(frame) * 3 // 4 - frame[-2:].count("=")} for frame in value]
+        return [{"bytes": _decoded_size(frame)} for frame in value]
     return value
+
+
+def _decoded_size(text: str) -> int:
+    """The bytes a base64 string holds, without decoding it."""
+    return len(text) * 3 // 4 - text[-2:].count("=")
 
 
 class EventLog:

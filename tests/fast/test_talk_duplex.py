@@ -192,6 +192,7 @@ def test_a_picture_rides_the_append_that_closes_each_model_unit(tmp_path):
 @pytest.mark.parametrize("name, content, line", [
     ("notes.txt", b"not a picture", "omni: error: --image {path} is not a JPEG or PNG picture"),
     ("missing.png", None, "omni: error: cannot read --image {path}: No such file or directory"),
+    ("huge.png", b"\x89PNG\r\n\x1a\n" + bytes(8 * 1024 * 1024), "omni: error: --image {path} is over 8 MiB; send a smaller picture"),
 ])
 def test_an_unusable_picture_is_a_usage_error(tmp_path, name, content, line):
     path = tmp_path / name
