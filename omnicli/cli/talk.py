@@ -148,6 +148,8 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
 
         audio = np.concatenate(said) if said else np.zeros(0, np.float32)
         atomic_write(output_file, encode(audio, SPEECH_RATE, AudioFormat.WAV))
+        if not said and code == 0:
+            note(f"omni talk: the answers came as text only, so {output_file} holds no audio")
     return code
 
 

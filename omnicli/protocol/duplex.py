@@ -173,6 +173,7 @@ class ErrorCode(StrEnum):
     SESSION_NOT_OPEN = "session_not_open"  # an event before the opening session.update/session.resume
     REF_AUDIO_REQUIRED = "ref_audio_required"  # MiniCPM-o flavour
     REF_AUDIO_UNSUPPORTED = "ref_audio_unsupported"  # omni serve: its voice is not cloned from a clip
+    RUNTIME_CONFIG_INVALID = "invalid_duplex_runtime_config"  # vLLM-Omni: the model refused the session's knobs
     BARGE_IN_UNSUPPORTED = "barge_in_unsupported"
     UNSUPPORTED_TURN_DETECTION = "unsupported_turn_detection"
     UNSUPPORTED_AUDIO_FORMAT = "unsupported_audio_format"

@@ -1,7 +1,8 @@
 """`omni talk --duplex`: a full-duplex conversation over vLLM-Omni's duplex contract.
 
     source (mic or file) -> [echo gate] -> input_audio_buffer.append, always (the model listens all along)
-        client VAD: a pause -> input_audio_buffer.commit {create_response: false} (the model decides)
+        client VAD: a pause -> input_audio_buffer.commit {create_response: false} (the model decides;
+        true where the model answers only when asked)
     link -> response.speak / response.listen / overlap.decision -> the view and the event log
          -> response.audio.delta -> speaker; playback.ack {played_ms} while it plays and at every cut
 
@@ -19,7 +20,7 @@ import json
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,8 +29,8 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.protocol import duplex
-from omnicli.protocol.duplex import ClientEvent, OverlapAction, ServerEvent, error_code_and_message
-from omnicli.realtime.duplex_client_link import DuplexLink
+from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, ServerEvent, error_code_and_message
+from omnicli.realtime.duplex_client_link import DuplexLink, SessionRefused
 from omnicli.realtime.duplex_presets import PRESETS, InputEncoder, Preset, session_config
 from omnicli.realtime.echo_gate import EchoGate, next_heard_frame
 from omnicli.realtime.sources import FRAME_MS
@@ -149,6 +150,10 @@ class DuplexTalkClient:
         """Everything the assistant said (for --output-file), at 24 kHz."""
         self.errors: list[str] = []
         self.asked = 0
+        self.auto_response = True
+        """The session answers a commit by itself (the model decides); else each commit asks."""
+        self.answer_text = 0
+        """Answer text received (an answer without audio is an answer too)."""
         self.interruptions = 0
         self.forced = 0
         """Barge-ins the client forced (the server has none)."""
@@ -196,10 +201,8 @@ class DuplexTalkClient:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Talk until `stop` (or the end of a headless file); then `session.close` -> `session.closed`."""
-        o = self.options
         try:
-            await self.link.open(session_config(o.preset, model=o.model, ref_audio=o.ref_audio,
-                                                instructions=o.instructions, voice=o.voice))
+            await self._open()
         except BaseException:
             await self.link.close()
             raise
@@ -233,6 +236,25 @@ class DuplexTalkClient:
             receiving.cancel()
             await asyncio.gather(receiving, return_exceptions=True)
 
+    async def _open(self) -> None:
+        """The session, answering by itself (`auto_response`) where the model allows it. A model
+        that answers only when asked (vLLM-Omni's turn-based Qwen3-Omni duplex) refuses that knob:
+        then the same session without it, and each turn end asks for its answer."""
+        o = self.options
+        session = session_config(o.preset, model=o.model, ref_audio=o.ref_audio, instructions=o.instructions,
+                                 voice=o.voice)
+        try:
+            await self.link.open(session)
+        except SessionRefused as refused:
+            if refused.code != ErrorCode.RUNTIME_CONFIG_INVALID or not session["extra_body"].pop("auto_response", False):
+                raise
+            log.debug("duplex: %s; asking again without auto_response", refused)
+            await self.link.open(session)
+            self.auto_response = False
+            if o.turns == "server":  # nobody would end a turn: omni's VAD does
+                self.options, self.state.turns = replace(o, turns="client"), "client"
+                self.view.note("this server answers only when asked, so omni's VAD ends the turns")
+
     def _make_detector(self) -> "TurnDetector":
         from omnicli.audio.vad import TurnDetector
 
@@ -244,7 +266,7 @@ class DuplexTalkClient:
         while (self.active is not None or self.user_speaking or self.speaker.buffered_seconds > 0
                or not self.source.frames.empty() or time.monotonic() - self._last_event_at < _QUIET_SECONDS):
             await asyncio.sleep(_POLL_SECONDS)
-        if not self.said:
+        if not self.said and not self.answer_text:
             raise self._no_answer()
         stop.set()
 
@@ -310,8 +332,9 @@ class DuplexTalkClient:
         await self._flush_input()
         # Both spellings: the document's `response_create`, and `create_response` as the brief for
         # omni serve's lane and DuplexClient's keyword name it.
-        await self.send({"type": ClientEvent.INPUT_COMMIT.value, "final": True, "response_create": False,
-                         "create_response": False})
+        ask = not self.auto_response
+        await self.send({"type": ClientEvent.INPUT_COMMIT.value, "final": True, "response_create": ask,
+                         "create_response": ask})
         self.asked += 1
         self.state.asked(speech_end_at, by_key=False)
 
@@ -452,6 +475,7 @@ class DuplexTalkClient:
                 self._play(event, rid)
             case ServerEvent.AUDIO_TRANSCRIPT_DELTA | ServerEvent.TEXT_DELTA | duplex.BETA_AUDIO_TRANSCRIPT_DELTA:
                 if rid not in self.cut:
+                    self.answer_text += len(event.get("delta") or "")
                     self.state.answer_text(event.get("delta") or "")
             case ServerEvent.INPUT_TRANSCRIPTION:
                 self.state.user_text(event.get("transcript") or "")

@@ -92,6 +92,14 @@ def ending(event: dict) -> str | None:
     return None
 
 
+class SessionRefused(ServerError):
+    """The server answered the opening `session.update` with an error; `code` is its error code."""
+
+    def __init__(self, message: str, code: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class DuplexLink:
     """`open(session)`, then `events()` (one reader) and `send()` from anywhere; `close()` ends it."""
 
@@ -141,7 +149,9 @@ class DuplexLink:
             if event.get("type") == ServerEvent.ERROR:
                 code, message = error_code_and_message(event)
                 self._log("in", event)
-                raise ServerError(f"the server refused the duplex session: {capped(message)}" + (f" ({code})" if code else ""))
+                await _close_quietly(sock)
+                raise SessionRefused(f"the server refused the duplex session: {capped(message)}" + (f" ({code})" if code else ""),
+                                     code)
             await self._take(event)
             if event.get("type") == ServerEvent.SESSION_CREATED:
                 break
