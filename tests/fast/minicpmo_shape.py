@@ -23,7 +23,11 @@ after the first answer), `idle_timeout_s` (the lease), `greet` (autostart: a soc
 `audible` (a tone instead of the level-coded deltas, for real devices), `forget_on_drop` (the
 dropped session is gone: its resume is refused), `tool_call` ((name, arguments): the first answer
 is a call of that tool, as Nemotron VoiceChat makes one, and the spoken answer follows the call's
-`function_call_output`; arguments without a name come as the raw malformed-call event, then the answer).
+`function_call_output`; arguments without a name come as the raw malformed-call event, then the answer),
+`turn_based` (vLLM-Omni's turn-based tier, as its Qwen3-Omni duplex plugin serves it: a session
+asking for `extra_body.auto_response` is refused with `invalid_duplex_runtime_config` in the nested
+error shape, and a commit is answered only when it asks, `response_create: true`), `text_only`
+(the answer's transcript deltas without its audio).
 """
 
 import asyncio
@@ -116,7 +120,8 @@ class MiniCPMoShape:
                  drop_after_deltas: int | None = None, replay_extra: int = 0, finale: str | None = None,
                  idle_timeout_s: float = 300.0, needs_ref_audio: bool = True, greet: bool = False,
                  audible: bool = False, forget_on_drop: bool = False, chunk_period_ms: int = 1000,
-                 tool_call: tuple[str | None, str] | None = None) -> None:
+                 tool_call: tuple[str | None, str] | None = None, turn_based: bool = False,
+                 text_only: bool = False) -> None:
         self.supports_barge_in = supports_barge_in
         self.answer, self.deltas, self.delta_ms, self.pace_s, self.hold = answer, deltas, delta_ms, pace_s, hold
         self.drop_after_deltas = drop_after_deltas
@@ -129,6 +134,8 @@ class MiniCPMoShape:
         self.forget_on_drop = forget_on_drop
         self.chunk_period_ms = chunk_period_ms
         self.tool_call = tool_call
+        self.turn_based = turn_based
+        self.text_only = text_only
         self.sessions: dict[str, Session] = {}
         self.received: list[list[dict]] = []
         self.queries: list[dict] = []
@@ -178,13 +185,19 @@ class MiniCPMoShape:
         if self.needs_ref_audio and not config.get("ref_audio"):
             await self._refuse(ws, ErrorCode.REF_AUDIO_REQUIRED, "MiniCPM-o needs ref_audio: a clip of the assistant's voice")
             return None
+        if self.turn_based and (config.get("extra_body") or {}).get("auto_response"):
+            await ws.send(json.dumps(realtime_error("invalid_duplex_runtime_config",
+                                                    "Qwen requires server VAD or explicit commits; native auto_response is unsupported")))
+            await ws.close()
+            return None
         if config.get("input_audio_format", "pcm16") != "pcm16" or config.get("sample_rate_hz", INPUT_RATE) != INPUT_RATE:
             await self._refuse(ws, ErrorCode.UNSUPPORTED_AUDIO_FORMAT, "MiniCPM-o takes 16 kHz pcm16 input")
             return None
         return await self._create(ws, config)
 
     async def _create(self, ws, config: dict) -> Session:
-        capabilities = {"implementation_level": "model_native_duplex", "supports_input_append": True,
+        level = "turn_based_duplex" if self.turn_based else "model_native_duplex"
+        capabilities = {"implementation_level": level, "supports_input_append": True,
                         "supports_barge_in": self.supports_barge_in, "supports_session_resume": True,
                         "supports_session_lease": True, "supports_audio_truncate": self.supports_barge_in,
                         "chunk_period_ms": self.chunk_period_ms, "input_modes": ["append_audio_chunk"]}
@@ -266,7 +279,7 @@ class MiniCPMoShape:
             case "input_audio_buffer.append":
                 await self._append(session, base64.b64decode(event.get("audio") or ""))
             case "input_audio_buffer.commit":
-                await self._commit(session)
+                await self._commit(session, asks=event.get("response_create") is True)
             case "input_audio_buffer.clear":
                 session.buffer.clear()
                 session.speech_ms = 0.0
@@ -320,7 +333,7 @@ class MiniCPMoShape:
         session.buffer.extend(pcm)
         session.speech_ms += ms if speech else 0.0
 
-    async def _commit(self, session: Session) -> None:
+    async def _commit(self, session: Session, asks: bool) -> None:
         heard_speech = session.speech_ms >= 200
         session.buffer.clear()
         session.speech_ms = 0.0
@@ -335,6 +348,8 @@ class MiniCPMoShape:
         if self.tool_call is not None and session.responses == 0:
             await self._call_tool(session, *self.tool_call)
             return
+        if self.turn_based and not asks:
+            return  # committed; the answer waits for a response.create
         self._answer(session)
 
     def _answer(self, session: Session) -> None:
@@ -375,9 +390,10 @@ class MiniCPMoShape:
             if self.hold is not None and index >= self.hold:
                 await asyncio.Event().wait()  # held until cancelled
             audio = tone_at(per_delta, index) if self.audible else np.full(per_delta, delta_level(index), np.float32)
-            await session.emit("response.audio.delta", **envelope, delta=base64.b64encode(float_to_pcm16(audio)).decode(),
-                               format="pcm16", sample_rate_hz=OUTPUT_RATE,
-                               metadata={"session_id": session.id, "epoch": 0, "audio_duration_ms": self.delta_ms})
+            if not self.text_only:
+                await session.emit("response.audio.delta", **envelope, delta=base64.b64encode(float_to_pcm16(audio)).decode(),
+                                   format="pcm16", sample_rate_hz=OUTPUT_RATE,
+                                   metadata={"session_id": session.id, "epoch": 0, "audio_duration_ms": self.delta_ms})
             said = " ".join(words[:(index + 1) * len(words) // self.deltas])
             await session.emit("response.audio_transcript.delta", **envelope, delta=said[len(spoken):])
             spoken = said

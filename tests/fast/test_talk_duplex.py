@@ -82,6 +82,42 @@ def test_a_question_is_answered_headless(tmp_path):
     assert session.event_acks == seqs[:len(session.event_acks)] and done in session.event_acks  # each, in order
 
 
+@pytest.mark.parametrize("vad", ["client", "server"])
+def test_a_model_that_answers_only_when_asked_is_asked_at_each_turn_end(tmp_path, vad):
+    """vLLM-Omni's turn-based tier refuses `auto_response`: the session is opened again without it
+    and each commit asks for the answer; with --vad server omni's VAD ends the turns, said once."""
+    shape = MiniCPMoShape(turn_based=True, needs_ref_audio=False, answer="It is noon.", deltas=5)
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path, "--vad", vad, preset="default")
+    assert result.exit_code == 0, result.stderr
+    assert "omni: It is noon. (" in result.stderr
+    assert ("answers only when asked, so omni's VAD ends the turns" in result.stderr) == (vad == "server")
+    assert len(sf.read(str(said))[0]) == 5 * DELTA
+    updates = [e["session"]["extra_body"] for e in of(events, "out", "session.update")]
+    assert updates[0]["auto_response"] is True and "auto_response" not in updates[1]
+    assert of(events, "in", "error")[0]["error"]["code"] == "invalid_duplex_runtime_config"
+    assert [c["response_create"] for c in of(events, "out", "input_audio_buffer.commit")] == [True]
+    assert len(shape.received) == 2 and len(shape.sessions) == 1
+
+
+def test_a_refusal_for_another_reason_is_not_retried(tmp_path):
+    shape = MiniCPMoShape(turn_based=True)  # needs ref_audio, and the default preset sends none
+    with served(shape.handler) as url:
+        result, _, events = talk_duplex(url, tmp_path, preset="default")
+    assert result.exit_code == 1
+    assert "the server refused the duplex session: MiniCPM-o needs ref_audio" in result.stderr
+    assert len(shape.received) == 1
+
+
+def test_a_text_only_answer_is_an_answer_and_the_output_file_says_it_holds_no_audio(tmp_path):
+    shape = MiniCPMoShape(needs_ref_audio=False, answer="It is noon.", text_only=True)
+    with served(shape.handler) as url:
+        result, said, _ = talk_duplex(url, tmp_path, preset="default")
+    assert result.exit_code == 0, result.stderr
+    assert f"the answers came as text only, so {said} holds no audio" in result.stderr
+    assert len(sf.read(str(said))[0]) == 0
+
+
 def test_a_socket_killed_mid_answer_is_resumed_with_no_event_lost_or_doubled(tmp_path):
     shape = MiniCPMoShape(deltas=6, drop_after_deltas=2, replay_extra=3, pace_s=0.05)
     with served(shape.handler) as url:
