@@ -105,7 +105,7 @@ async def duplex_if_offered(transport, options, connection, model: str | None, l
     server's greeting offers duplex; then duplex ones, the model-neutral preset, and a note."""
     from omnicli.realtime.duplex_client_probe import greeting
 
-    duplex, greeted = await greeting(transport)
+    duplex, greeted = await greeting(transport, options.model)
     if not duplex:
         return options, greeted
     say("omni talk: the server offers full duplex (its session.created has duplex capabilities): talking duplex")

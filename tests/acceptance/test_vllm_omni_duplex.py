@@ -96,6 +96,17 @@ def test_talk_duplex_is_answered_by_vllm_omni_s_turn_based_duplex(omni, vllm_omn
     assert events[-1][1]["type"] == "session.closed" and events[-1][1]["reason"] == "client_close"
 
 
+def test_a_plain_talk_finds_vllm_omni_s_duplex_route_and_talks_duplex(omni, vllm_omni, question, tmp_path):
+    """Without --duplex: vLLM-Omni's /v1/realtime is silent until the client's first event; the
+    legacy opener brings its duplex greeting, and omni switches to duplex (said once)."""
+    result = omni("talk", "--server", vllm_omni, "--input-file", question, "--output-file", str(tmp_path / "said.wav"),
+                  timeout=120)
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stderr.decode().splitlines()
+    assert lines[0] == "omni talk: the server offers full duplex (its session.created has duplex capabilities): talking duplex"
+    assert len([line for line in lines if line.startswith("omni: ")]) == 1
+
+
 def test_a_socket_cut_after_the_commit_resumes_on_vllm_omni_with_no_event_lost_or_doubled(vllm_omni):
     """The connection dies once the turn is committed; vLLM-Omni answers while no socket is attached,
     omni resumes the session (a new resume token each time) and gets the rest replayed, once each."""

@@ -159,9 +159,11 @@ def test_a_malformed_tool_call_is_one_line_and_the_talk_goes_on(tmp_path):
     assert "omni: It is noon. (" in result.stderr and not of(events, "out", "conversation.item.create")
 
 
-def test_a_server_whose_greeting_offers_duplex_is_talked_to_in_duplex(tmp_path):
-    """No --duplex: the greeting (`session.created` with duplex capabilities) chooses it."""
-    shape = MiniCPMoShape(greet=True, needs_ref_audio=False)
+@pytest.mark.parametrize("greet", [True, False])
+def test_a_server_whose_greeting_offers_duplex_is_talked_to_in_duplex(tmp_path, greet):
+    """No --duplex: the greeting (`session.created` with duplex capabilities) chooses it. A server
+    silent until the client speaks (vLLM-Omni's own duplex route) greets after the legacy opener."""
+    shape = MiniCPMoShape(greet=greet, needs_ref_audio=False)
     said, log = tmp_path / "said.wav", tmp_path / "events.jsonl"
     with served(shape.handler) as url:
         result = omni("talk", "--server", url, "--input-file", speech_file(), "--output-file", said, "--transcript", log)
@@ -169,7 +171,8 @@ def test_a_server_whose_greeting_offers_duplex_is_talked_to_in_duplex(tmp_path):
     assert result.stderr.splitlines()[0] == ("omni talk: the server offers full duplex (its session.created has duplex "
                                              "capabilities): talking duplex")
     assert "autostart" not in shape.queries[0] and shape.queries[1]["duplex"] == "1"
-    assert [e["type"] for e in shape.received[0]] == ["session.close"]  # the greeted session, closed
+    opener = [] if greet else [{"type": "session.update", "model": None}]
+    assert shape.received[0] == [*opener, {"type": "session.close"}]  # the greeted session, closed
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
     assert "response.speak" in [e["type"] for e in events] and "response.create" not in [e["type"] for e in events]
     assert len(sf.read(str(said))[0]) == 5 * DELTA
