@@ -52,6 +52,8 @@ detected is sent again after the clear, so the user's first syllable is not lost
 _SILENCE_MS = 500
 _MAX_APPEND_MS = 200
 NO_TOOLS = "omni talk runs no tools, so this call was not run"
+_REPLAY_SETTLE_S = 0.5
+"""After a resume, how long the replay has to confirm a commit sent as the socket dropped."""
 _ECHOES = {ServerEvent.HEARTBEAT_ACK, ServerEvent.PLAYBACK_ACKNOWLEDGED}
 """Replies to the client's own bookkeeping: they do not keep a headless talk from ending."""
 
@@ -131,6 +133,16 @@ class Playing:
 
 
 
+@dataclass
+class SentCommit:
+    """A commit the server has not confirmed yet (`input_audio_buffer.committed`, or an answer)."""
+
+    event: dict
+    resumes: int
+    """The link's resumes when it was sent: a later one may have lost it."""
+    resumed_at: float | None = None
+
+
 def _response_id(event: dict) -> str | None:
     found = event.get("response_id") or (event.get("response") or {}).get("id")
     return found if isinstance(found, str) else None
@@ -154,6 +166,7 @@ class DuplexTalkClient:
         """The session answers a commit by itself (the model decides); else each commit asks."""
         self.answer_text = 0
         """Answer text received (an answer without audio is an answer too)."""
+        self.unconfirmed: SentCommit | None = None
         self.interruptions = 0
         self.forced = 0
         """Barge-ins the client forced (the server has none)."""
@@ -216,7 +229,7 @@ class DuplexTalkClient:
             self.speaker.start()
             await self.source.start()
             tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._follow_playback()),
-                      asyncio.create_task(stop.wait())]
+                      asyncio.create_task(self._confirm_commits()), asyncio.create_task(stop.wait())]
             finished = getattr(self.source, "finished", None)
             if finished is not None:
                 tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
@@ -317,6 +330,7 @@ class DuplexTalkClient:
 
     async def _speech_started(self) -> None:
         self.user_speaking = True
+        self.unconfirmed = None  # a new turn: its commit carries what a lost one had
         self.state.turn_started()
         if not self._answer_in_progress():
             return
@@ -333,10 +347,26 @@ class DuplexTalkClient:
         # Both spellings: the document's `response_create`, and `create_response` as the brief for
         # omni serve's lane and DuplexClient's keyword name it.
         ask = not self.auto_response
-        await self.send({"type": ClientEvent.INPUT_COMMIT.value, "final": True, "response_create": ask,
-                         "create_response": ask})
+        commit = {"type": ClientEvent.INPUT_COMMIT.value, "final": True, "response_create": ask, "create_response": ask}
+        await self.send(commit)
+        self.unconfirmed = SentCommit(commit, self.link.resumes)
         self.asked += 1
         self.state.asked(speech_end_at, by_key=False)
+
+    async def _confirm_commits(self) -> None:
+        """A commit written as the socket dropped may never have reached the server: once a resume's
+        replay has had time to confirm it and has not, it is sent again (once)."""
+        while True:
+            await asyncio.sleep(_POLL_SECONDS)
+            commit = self.unconfirmed
+            if commit is None or self.link.resumes == commit.resumes:
+                continue
+            if commit.resumed_at is None:
+                commit.resumed_at = time.monotonic()
+            elif time.monotonic() - commit.resumed_at >= _REPLAY_SETTLE_S:
+                self.unconfirmed = None
+                log.debug("duplex: the commit sent as the connection dropped was not confirmed: sending it again")
+                await self.send(commit.event)
 
     def _answer_in_progress(self) -> bool:
         audible = self.speaker.buffered_seconds > 0 and self.playing is not None and self.playing.response_id not in self.cut
@@ -453,6 +483,8 @@ class DuplexTalkClient:
     async def _on(self, event: dict) -> None:  # noqa: C901 - one branch per event the talk reacts to
         kind = event.get("type")
         rid = _response_id(event)
+        if kind in (ServerEvent.INPUT_COMMITTED, ServerEvent.RESPONSE_CREATED):
+            self.unconfirmed = None
         match kind:
             case ServerEvent.RESPONSE_CREATED:
                 self.active = rid

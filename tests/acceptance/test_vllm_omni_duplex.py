@@ -107,9 +107,12 @@ def test_a_plain_talk_finds_vllm_omni_s_duplex_route_and_talks_duplex(omni, vllm
     assert len([line for line in lines if line.startswith("omni: ")]) == 1
 
 
-def test_a_socket_cut_after_the_commit_resumes_on_vllm_omni_with_no_event_lost_or_doubled(vllm_omni):
-    """The connection dies once the turn is committed; vLLM-Omni answers while no socket is attached,
-    omni resumes the session (a new resume token each time) and gets the rest replayed, once each."""
+@pytest.mark.parametrize("cut_after", [("in", "input_audio_buffer.committed"), ("out", "input_audio_buffer.commit")])
+def test_a_socket_cut_at_the_commit_resumes_on_vllm_omni_with_no_event_lost_or_doubled(vllm_omni, cut_after):
+    """The connection dies once the turn is committed (vLLM-Omni answers while no socket is
+    attached), or just as the commit is written (it may die with the socket: then the replay does
+    not confirm it and omni commits again). omni resumes the session (a new resume token each time)
+    and gets the rest replayed: one answer, every event once."""
     port = int(vllm_omni.rsplit(":", 1)[1])
 
     async def go():
@@ -123,8 +126,8 @@ def test_a_socket_cut_after_the_commit_resumes_on_vllm_omni_with_no_event_lost_o
             await voice.started.wait()
             token = link.resume_token
             voice.say(np.concatenate([speech(), silence(1.0)]))
-            await log.until("in", "input_audio_buffer.committed")
-            proxy.cut()  # the answer is made while no socket is attached
+            await log.until(*cut_after)
+            proxy.cut()
             await log.until("in", "response.done")
             stop.set()
             await talk
@@ -138,4 +141,5 @@ def test_a_socket_cut_after_the_commit_resumes_on_vllm_omni_with_no_event_lost_o
     seqs = [e["server_event_seq"] for d, e in log.events if d == "in" and "server_event_seq" in e]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # every event once, in order
     assert [e["response"]["status"] for e in log.of("in", "response.done")] == ["completed"]
+    assert [e["error"]["code"] for e in log.of("in", "error")] == ["invalid_duplex_runtime_config"]  # the opening only
     assert log.of("in", "session.closed")[0]["reason"] == "client_close"

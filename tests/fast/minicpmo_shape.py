@@ -27,7 +27,8 @@ is a call of that tool, as Nemotron VoiceChat makes one, and the spoken answer f
 `turn_based` (vLLM-Omni's turn-based tier, as its Qwen3-Omni duplex plugin serves it: a session
 asking for `extra_body.auto_response` is refused with `invalid_duplex_runtime_config` in the nested
 error shape, and a commit is answered only when it asks, `response_create: true`), `text_only`
-(the answer's transcript deltas without its audio).
+(the answer's transcript deltas without its audio), `lose_first_commit` (the socket dies with the
+first commit, which the server never heard).
 """
 
 import asyncio
@@ -121,7 +122,7 @@ class MiniCPMoShape:
                  idle_timeout_s: float = 300.0, needs_ref_audio: bool = True, greet: bool = False,
                  audible: bool = False, forget_on_drop: bool = False, chunk_period_ms: int = 1000,
                  tool_call: tuple[str | None, str] | None = None, turn_based: bool = False,
-                 text_only: bool = False) -> None:
+                 text_only: bool = False, lose_first_commit: bool = False) -> None:
         self.supports_barge_in = supports_barge_in
         self.answer, self.deltas, self.delta_ms, self.pace_s, self.hold = answer, deltas, delta_ms, pace_s, hold
         self.drop_after_deltas = drop_after_deltas
@@ -136,6 +137,7 @@ class MiniCPMoShape:
         self.tool_call = tool_call
         self.turn_based = turn_based
         self.text_only = text_only
+        self.lose_first_commit = lose_first_commit
         self.sessions: dict[str, Session] = {}
         self.received: list[list[dict]] = []
         self.queries: list[dict] = []
@@ -278,6 +280,10 @@ class MiniCPMoShape:
         match event.get("type"):
             case "input_audio_buffer.append":
                 await self._append(session, base64.b64decode(event.get("audio") or ""))
+            case "input_audio_buffer.commit" if self.lose_first_commit and not self.drops:
+                self.drops += 1
+                ws, session.ws = session.ws, None
+                ws.transport.abort()  # type: ignore[attr-defined]  # the commit dies with the socket, unheard
             case "input_audio_buffer.commit":
                 await self._commit(session, asks=event.get("response_create") is True)
             case "input_audio_buffer.clear":

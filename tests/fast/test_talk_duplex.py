@@ -135,6 +135,20 @@ def test_a_socket_killed_mid_answer_is_resumed_with_no_event_lost_or_doubled(tmp
     assert len(of(events, "in", "session.resumed")) == 1
 
 
+def test_a_commit_lost_with_the_socket_is_sent_again_after_the_resume(tmp_path):
+    """The socket dies with the commit in it: the resumed session's replay does not confirm it, so
+    the client commits again and the question is answered, once."""
+    shape = MiniCPMoShape(lose_first_commit=True, answer="It is noon.", deltas=5)
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert shape.drops == 1 and len(shape.received) == 2 and shape.received[1][0]["type"] == "session.resume"
+    assert [e["type"] for e in shape.received[1] if e["type"].endswith("commit")] == ["input_audio_buffer.commit"]
+    assert len(of(events, "out", "input_audio_buffer.commit")) == 2
+    assert len(sf.read(str(said))[0]) == 5 * DELTA
+    assert len(of(events, "in", "response.done")) == 1
+
+
 def test_a_tool_call_is_shown_and_answered_as_not_run_and_the_spoken_answer_follows(tmp_path):
     """Nemotron VoiceChat calls tools; omni talk runs none, says so on screen, and tells the model
     in the call's output instead of leaving it waiting for a result."""
