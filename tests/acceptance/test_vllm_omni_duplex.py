@@ -17,13 +17,8 @@ import pytest
 import soundfile as sf
 from cutting_proxy import CuttingProxy
 
-from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
-from omnicli.realtime.duplex_client_link import Backoff, DuplexLink
-from omnicli.realtime.duplex_presets import PRESETS
-from omnicli.realtime.speakers import FileSpeaker
-
 from realtime_harness import silence, speech
-from talk_harness import Log, Quiet, Voice
+from talk_harness import duplex_talker
 
 HERE = Path(__file__).resolve().parent
 OVERLAY = Path.home() / ".cache" / "omni" / "vllm-omni-duplex"
@@ -118,9 +113,8 @@ def test_a_socket_cut_at_the_commit_resumes_on_vllm_omni_with_no_event_lost_or_d
     async def go():
         proxy = CuttingProxy(port)
         url = await proxy.start()
-        voice, log, stop = Voice(), Log(), asyncio.Event()
-        link = DuplexLink(url, None, None, log=log.write, backoff=Backoff(low=0.05))
-        client = DuplexTalkClient(link, voice, FileSpeaker(), DuplexOptions(PRESETS["default"]), Quiet())
+        voice, log, link, client = duplex_talker(url)
+        stop = asyncio.Event()
         talk = asyncio.create_task(client.run(stop))
         try:
             await voice.started.wait()

@@ -10,6 +10,9 @@ import time
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
+from omnicli.realtime.duplex_client_link import Backoff, DuplexLink
+from omnicli.realtime.duplex_presets import PRESETS
 from omnicli.realtime.speakers import FileSpeaker
 from omnicli.realtime.talk import TalkClient, TalkOptions
 from omnicli.realtime.transport import LocalTransport
@@ -225,3 +228,11 @@ def recorded(term) -> float:
 def meter(term) -> int:
     """How many cells of the mic meter are lit."""
     return (term.line_with(r"^│ mic ") or "").count("█")
+
+
+def duplex_talker(url: str) -> tuple[Voice, Log, DuplexLink, DuplexTalkClient]:
+    """`omni talk --duplex`'s client for `url` (the default preset, quick resumes), on a voice the
+    test speaks into, every event in a log to wait on."""
+    voice, log = Voice(), Log()
+    link = DuplexLink(url, None, None, log=log.write, backoff=Backoff(low=0.05))
+    return voice, log, link, DuplexTalkClient(link, voice, FileSpeaker(), DuplexOptions(PRESETS["default"]), Quiet())

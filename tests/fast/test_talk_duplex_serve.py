@@ -18,17 +18,13 @@ from cutting_proxy import CuttingProxy
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16, resample
-from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
-from omnicli.realtime.duplex_client_link import Backoff, DuplexLink
-from omnicli.realtime.duplex_presets import PRESETS
-from omnicli.realtime.speakers import FileSpeaker
 from omnicli.server.app import create_app
 
 from cli_harness import omni
 from realtime_harness import silence, speech, speech_file
 from scripted import Hold, ScriptedEngine, answer
 from server_harness import free_port, uvicorn_server, uvicorn_thread
-from talk_harness import Log, Quiet, Voice
+from talk_harness import duplex_talker
 
 SAFETY_S = 30
 
@@ -76,9 +72,8 @@ def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_dou
             await asyncio.sleep(0.01)
         proxy = CuttingProxy(port)
         url = await proxy.start()
-        voice, log, stop = Voice(), Log(), asyncio.Event()
-        link = DuplexLink(url, None, None, log=log.write, backoff=Backoff(low=0.05))
-        client = DuplexTalkClient(link, voice, FileSpeaker(), DuplexOptions(PRESETS["default"]), Quiet())
+        voice, log, link, client = duplex_talker(url)
+        stop = asyncio.Event()
         talk = asyncio.create_task(client.run(stop))
         try:
             await voice.started.wait()
