@@ -348,8 +348,8 @@ class DuplexTalkClient:
         # omni serve's lane and DuplexClient's keyword name it.
         ask = not self.auto_response
         commit = {"type": ClientEvent.INPUT_COMMIT.value, "final": True, "response_create": ask, "create_response": ask}
+        self.unconfirmed = SentCommit(commit, self.link.resumes)  # before: its confirmation may come while it is sent
         await self.send(commit)
-        self.unconfirmed = SentCommit(commit, self.link.resumes)
         self.asked += 1
         self.state.asked(speech_end_at, by_key=False)
 
