@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 
+from omnicli.engine import llama_thread
 from omnicli.errors import OmniError
 
 SENTENCE_END_AT = 0.02
@@ -39,8 +40,8 @@ def _load():
 
         path = thinker_gguf("smollm2")
         try:
-            model = load_llama(path, n_ctx=256, n_threads=THREADS.turn_text, n_threads_batch=THREADS.turn_text,
-                          verbose=False)
+            model = llama_thread.run(load_llama, path, n_ctx=256, n_threads=THREADS.turn_text,
+                                     n_threads_batch=THREADS.turn_text, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise OmniError(f"cannot load {path} to read turn ends: {exc}") from exc
         end = model.tokenize(b"<|im_end|>", add_bos=False, special=True)
@@ -62,17 +63,21 @@ def sentence_end_probability(text: str) -> float:
     words = text.strip().rstrip(_TRAILING).strip()
     if not words:
         return 1.0
-    import llama_cpp
-
     with _lock:
         model = _load()
         tokens = model.tokenize(f"<|im_start|>user\n{words}".encode(), add_bos=False, special=True)
-        model.reset()
-        model.eval(tokens[-200:])
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.ctx, -1), shape=(model.n_vocab(),))
-        logits = logits.astype(np.float64) - logits.max()
-        probabilities = np.exp(logits)
+        logits = llama_thread.run(_last_logits, model, tokens[-200:]).astype(np.float64)
+        probabilities = np.exp(logits - logits.max())
         return float(probabilities[_enders].sum() / probabilities.sum())
+
+
+def _last_logits(model, tokens: list[int]) -> np.ndarray:
+    """The next-token logits after `tokens`, read from scratch (on the llama thread)."""
+    import llama_cpp
+
+    model.reset()
+    model.eval(tokens)
+    return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.ctx, -1), shape=(model.n_vocab(),)).copy()
 
 
 def reads_finished(text: str) -> bool:
