@@ -16,6 +16,7 @@ from omnicli.audio.pcm import resample
 from omnicli.engine import packaged
 from omnicli.engine.base import Transcript
 from omnicli.engine.cores import THREADS
+from omnicli.engine.native_threads import WHISPER
 from omnicli.engine.workers import ModelQueue
 from omnicli.errors import OmniError, UsageError
 
@@ -74,8 +75,8 @@ class WhisperASR:
                 self.source = resolve_asr_model(self.model_name)
                 compute_type = "int8" if self.device == "cpu" else "float16"
                 try:
-                    self._model = WhisperModel(self.source, device=self.device, compute_type=compute_type,
-                                               cpu_threads=THREADS.asr)
+                    self._model = WHISPER.run(WhisperModel, self.source, device=self.device,
+                                              compute_type=compute_type, cpu_threads=THREADS.asr)
                 except (RuntimeError, OSError, ValueError) as exc:
                     raise OmniError(f"cannot load the ASR model {self.source}: {exc}") from exc
             return self._model
@@ -84,8 +85,11 @@ class WhisperASR:
                    words: bool = False) -> Transcript:
         """`samples`: float32 mono at 16 kHz. `quick`: a short clip is read in a 10 s window
         (a conversation turn: ~3x faster here, WER 0.08 vs 0.06 on the dev sentences).
-        `words`: word timestamps (the standard decoder, never the quick window)."""
-        model = self.load()
+        `words`: word timestamps (the standard decoder, never the quick window). Computed on the
+        process's one CTranslate2 thread (engine/native_threads.py)."""
+        return WHISPER.run(self._transcribe, self.load(), samples, language, quick, words)
+
+    def _transcribe(self, model, samples: np.ndarray, language: str | None, quick: bool, words: bool) -> Transcript:
         seconds = len(samples) / ASR_RATE
         if quick and not words and seconds <= SHORT_WINDOW_SECONDS - 1:
             text = self._short(model, samples, language)

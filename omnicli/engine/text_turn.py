@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from omnicli.engine import llama_thread
+from omnicli.engine.native_threads import LLAMA
 from omnicli.errors import OmniError
 
 SENTENCE_END_AT = 0.02
@@ -40,7 +40,7 @@ def _load():
 
         path = thinker_gguf("smollm2")
         try:
-            model = llama_thread.run(load_llama, path, n_ctx=256, n_threads=THREADS.turn_text,
+            model = LLAMA.run(load_llama, path, n_ctx=256, n_threads=THREADS.turn_text,
                                      n_threads_batch=THREADS.turn_text, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise OmniError(f"cannot load {path} to read turn ends: {exc}") from exc
@@ -66,7 +66,7 @@ def sentence_end_probability(text: str) -> float:
     with _lock:
         model = _load()
         tokens = model.tokenize(f"<|im_start|>user\n{words}".encode(), add_bos=False, special=True)
-        logits = llama_thread.run(_last_logits, model, tokens[-200:]).astype(np.float64)
+        logits = LLAMA.run(_last_logits, model, tokens[-200:]).astype(np.float64)
         probabilities = np.exp(logits - logits.max())
         return float(probabilities[_enders].sum() / probabilities.sum())
 

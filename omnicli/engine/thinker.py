@@ -3,7 +3,8 @@
 Default: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), joined once from its packages (see `packaged`); the
 only catalogue model that met the bar for a default in benchmarks/thinker.py. The chat template
 comes from the GGUF. One generation runs at a time per model, its tokens computed on the process's
-one llama thread (engine/llama_thread.py); concurrent requests queue in arrival order. Closing the stream stops the generation between two tokens.
+one llama.cpp thread (engine/native_threads.py); concurrent requests queue in arrival order.
+Closing the stream stops the generation between two tokens.
 """
 
 import asyncio
@@ -12,9 +13,10 @@ from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 
 from omnicli.config import thinker_setting
-from omnicli.engine import llama_thread, packaged
+from omnicli.engine import packaged
 from omnicli.engine.cores import PRIORITY, THREADS
 from omnicli.engine.llama_load import load_llama
+from omnicli.engine.native_threads import LLAMA
 from omnicli.engine.workers import ModelQueue
 from omnicli.errors import ContextWindowError, OmniError, UsageError
 
@@ -58,7 +60,7 @@ class LlamaThinker:
                     ) from exc
                 self._source = resolve_llm(self.model_name)
                 try:
-                    self._llm = llama_thread.run(
+                    self._llm = LLAMA.run(
                         load_llama,
                         self._source,
                         n_ctx=self.context,
@@ -129,19 +131,19 @@ class LlamaThinker:
     def _prefill(self, messages: list[dict], temperature: float) -> None:
         llm = self.load()
         self._use_threads(llm, THREADS.thinker_prompt, None)
-        llama_thread.run(lambda: [*llm.create_chat_completion(messages=messages, stream=True, max_tokens=1,
+        LLAMA.run(lambda: [*llm.create_chat_completion(messages=messages, stream=True, max_tokens=1,
                                                               temperature=temperature, repeat_penalty=1.15)])
 
     def generate(self, messages: list[dict], *, max_tokens: int, temperature: float,
                   stop: threading.Event) -> Iterator[str]:
-        """Each token is computed on the llama thread (engine/llama_thread.py); waiting for the
+        """Each token is computed on the llama thread (engine/native_threads.py); waiting for the
         talker, and `stop`, are seen here between two tokens."""
         llm = self.load()
         threads = self._use_threads(llm, PRIORITY.thinker_threads(), None)
-        chunks = llama_thread.run(llm.create_chat_completion, messages=messages, stream=True, max_tokens=max_tokens,
+        chunks = LLAMA.run(llm.create_chat_completion, messages=messages, stream=True, max_tokens=max_tokens,
                                   temperature=temperature, repeat_penalty=1.15)
         try:
-            while (chunk := llama_thread.run(next, chunks, None)) is not None:
+            while (chunk := LLAMA.run(next, chunks, None)) is not None:
                 if stop.is_set():
                     break
                 PRIORITY.thinker_turn()
@@ -150,7 +152,7 @@ class LlamaThinker:
                 if piece:
                     yield piece
         finally:
-            llama_thread.run(chunks.close)
+            LLAMA.run(chunks.close)
 
     @staticmethod
     def _use_threads(llm, wanted: int, current: int | None) -> int:

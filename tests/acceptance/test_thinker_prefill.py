@@ -59,34 +59,3 @@ def test_prefill_is_skipped_while_the_model_answers_something_else():
     asyncio.run(go())
     assert thinker.load().n_tokens == cached
 
-
-def test_every_token_of_every_answer_and_the_words_check_decode_on_one_thread(monkeypatch):
-    """llama.cpp's OpenMP team slows every token threefold once two calling threads keep one
-    (engine/llama_thread.py): answers asked from two threads, a turn read ahead and the words
-    check all decode on the same single thread."""
-    import threading
-
-    import llama_cpp.llama_cpp as bindings
-
-    from omnicli.engine import text_turn
-
-    decoded_on: list[int] = []
-    decode = bindings.llama_decode
-
-    def spied(ctx, batch):
-        decoded_on.append(threading.get_ident())
-        return decode(ctx, batch)
-
-    monkeypatch.setattr(bindings, "llama_decode", spied)
-    thinker = LlamaThinker("smollm2")
-    answers: list[str] = []
-    for _ in range(2):
-        asker = threading.Thread(target=lambda: answers.append(_answer(thinker, BEFORE)))
-        asker.start()
-        asker.join()
-    asyncio.run(thinker.prefill([*BEFORE, {"role": "assistant", "content": answers[0]},
-                                 {"role": "user", "content": "And dogs?"}], temperature=0.0))
-    assert text_turn.sentence_end_probability("The children built a small") < text_turn.SENTENCE_END_AT
-    assert answers[0] == answers[1] and answers[0].strip()
-    assert len(decoded_on) > 20 and len(set(decoded_on)) == 1
-    assert threading.get_ident() not in decoded_on
