@@ -7,21 +7,12 @@ import threading
 
 import llama_cpp.llama_cpp as bindings
 from test_embedded_voice import synthesize
+from test_thinker_prefill import BEFORE, _answer
 
 from omnicli.audio.pcm import resample
 from omnicli.engine import text_turn
 from omnicli.engine.asr import WhisperASR
 from omnicli.engine.thinker import LlamaThinker
-
-BEFORE = [{"role": "system", "content": "Answer in one short sentence."},
-          {"role": "user", "content": "What do cats like to eat?"}]
-
-
-def _answer(thinker: LlamaThinker, messages: list[dict]) -> str:
-    async def go():
-        return "".join([piece async for piece in thinker.stream(messages, max_tokens=24, temperature=0.0)])
-
-    return asyncio.run(go())
 
 
 def _from_two_threads(work) -> set[int]:
