@@ -41,7 +41,7 @@ def _load():
         path = thinker_gguf("smollm2")
         try:
             model = LLAMA.run(load_llama, path, n_ctx=256, n_threads=THREADS.turn_text,
-                                     n_threads_batch=THREADS.turn_text, verbose=False)
+                              n_threads_batch=THREADS.turn_text, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise OmniError(f"cannot load {path} to read turn ends: {exc}") from exc
         end = model.tokenize(b"<|im_end|>", add_bos=False, special=True)
@@ -72,7 +72,7 @@ def sentence_end_probability(text: str) -> float:
 
 
 def _last_logits(model, tokens: list[int]) -> np.ndarray:
-    """The next-token logits after `tokens`, read from scratch (on the llama thread)."""
+    """The next-token logits after `tokens`, read from scratch (on the llama.cpp thread)."""
     import llama_cpp
 
     model.reset()

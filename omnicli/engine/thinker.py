@@ -132,16 +132,16 @@ class LlamaThinker:
         llm = self.load()
         self._use_threads(llm, THREADS.thinker_prompt, None)
         LLAMA.run(lambda: [*llm.create_chat_completion(messages=messages, stream=True, max_tokens=1,
-                                                              temperature=temperature, repeat_penalty=1.15)])
+                                                       temperature=temperature, repeat_penalty=1.15)])
 
     def generate(self, messages: list[dict], *, max_tokens: int, temperature: float,
                   stop: threading.Event) -> Iterator[str]:
-        """Each token is computed on the llama thread (engine/native_threads.py); waiting for the
+        """Each token is computed on the llama.cpp thread (engine/native_threads.py); waiting for the
         talker, and `stop`, are seen here between two tokens."""
         llm = self.load()
         threads = self._use_threads(llm, PRIORITY.thinker_threads(), None)
         chunks = LLAMA.run(llm.create_chat_completion, messages=messages, stream=True, max_tokens=max_tokens,
-                                  temperature=temperature, repeat_penalty=1.15)
+                           temperature=temperature, repeat_penalty=1.15)
         try:
             while (chunk := LLAMA.run(next, chunks, None)) is not None:
                 if stop.is_set():
