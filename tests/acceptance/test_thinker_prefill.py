@@ -58,4 +58,3 @@ def test_prefill_is_skipped_while_the_model_answers_something_else():
 
     asyncio.run(go())
     assert thinker.load().n_tokens == cached
-
