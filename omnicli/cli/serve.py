@@ -77,6 +77,8 @@ def serve(
         import asyncio
 
         asyncio.run(_reachable(factory.engine(choice)))
+    listener = _listen(host, port)  # the port is ours before any model loads (vLLM's start-up takes free ports too)
+    port = listener.getsockname()[1]  # --port 0: the one the system chose
     app = create_app(
         factory.engine(choice),
         api_key=api_key,
@@ -96,7 +98,26 @@ def serve(
     note(f"omni serve: listening on http://{host}:{port} ({runs}{', ' + where if where else ''}, {auth})")
     # Realtime appends over 15 MiB get an `error` event, not a dropped socket: frames up to
     # 100 MiB reach the session, which enforces the real limits.
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, ws_max_size=100 * 1024 * 1024)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, ws_max_size=100 * 1024 * 1024)
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def _listen(host: str, port: int):
+    """A bound socket for uvicorn: a port in use is one line here, not a failure after the models load."""
+    import socket
+
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise UsageError(f"--host {host!r}: {exc.strerror}") from exc
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+    except OSError as exc:
+        listener.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", hint="choose another --port") from exc
+    return listener
 
 
 async def _reachable(engine) -> None:

@@ -2,9 +2,11 @@
 Whisper tiny.en judge from the package index, and a PulseAudio speaker."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,26 +63,36 @@ def judge() -> Judge:
     return Judge()
 
 
-def start_server(*args: str, log=subprocess.DEVNULL):
-    """Start `omni serve` on a free loopback port; (process, URL) once /health answers."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "omnicli", "serve", "--port", str(port), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("omni serve did not start")
-        time.sleep(0.1)
+def start_server(*args: str, log=None, timeout: float = 60):
+    """Start `omni serve --port 0`; (process, URL) once /health answers.
+
+    The server binds its port before loading any model and names it on stderr, so no other
+    process can take a port picked here beforehand. `log`: an open file for its stderr (kept)."""
+    own_log = log is None
+    if own_log:
+        log = tempfile.NamedTemporaryFile(prefix="omni-serve-", suffix=".log")
+    proc = subprocess.Popen([sys.executable, "-m", "omnicli", "serve", "--port", "0", *args],
+                            stdout=subprocess.DEVNULL, stderr=log)
+    url, deadline = None, time.monotonic() + timeout
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            url = url or _announced_url(Path(log.name))
+            try:
+                if url and httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    return proc, url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        proc.kill()
+        raise RuntimeError(f"omni serve did not start: {Path(log.name).read_text(errors='replace')[-2000:]}")
+    finally:
+        if own_log:
+            log.close()  # the server keeps its own descriptor; the name goes
+
+
+def _announced_url(log: Path) -> str | None:
+    found = re.search(r"listening on (http://\S+) ", log.read_text(errors="replace"))
+    return found.group(1) if found else None
 
 
 @pytest.fixture(scope="session")

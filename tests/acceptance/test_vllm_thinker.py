@@ -20,7 +20,7 @@ import soundfile as sf
 from test_embedded_voice import synthesize
 from test_talk import QUESTIONS, answers, events_of
 
-from conftest import free_port
+from conftest import start_server
 from speech_check import wer
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
@@ -98,28 +98,12 @@ def gone(pids: list[int], within_s: float = 15) -> bool:
     return True
 
 
-def start_serve(*args: str, log):
-    """`omni serve` with the vLLM thinker; its URL once /health answers (vLLM's engine loaded)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "omnicli", "serve", "--port", str(port), *args],
-                            stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600  # two cores shared with other work: loading is slow, never timed
-    while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("omni serve --thinker vllm did not start")
-
-
 @needs_vllm
 def test_serve_with_the_vllm_thinker_answers_four_chats_at_once_and_refuses_an_overlong_prompt(tmp_path, judge):
     questions = [QUESTION, "Name a colour of the sky.", "What do bees make?", "Say hello."]
     with open(tmp_path / "serve.log", "wb") as log:
-        proc, url = start_serve("--thinker", "vllm", "--llm", "smollm2", log=log)
+        # two shared cores: vLLM loads slowly, never timed
+        proc, url = start_server("--thinker", "vllm", "--llm", "smollm2", log=log, timeout=600)
         try:
             async def ask(client: httpx.AsyncClient, question: str, audio: bool) -> dict:
                 body = {"model": "omni", "max_tokens": 48, "temperature": 0,
@@ -164,7 +148,7 @@ def test_without_the_extra_one_line_says_what_to_install(omni, tmp_path):
     env = hidden(tmp_path, "vllm")
     probe = subprocess.run([sys.executable, "-c", "import vllm"], env={**omni.env, **env}, capture_output=True)
     assert probe.returncode != 0 and b"No module named 'vllm'" in probe.stderr  # the shim works
-    for command in (("chat", "--thinker", "vllm", "hi"), ("serve", "--thinker", "vllm", "--port", str(free_port()))):
+    for command in (("chat", "--thinker", "vllm", "hi"), ("serve", "--thinker", "vllm", "--port", "0")):
         result = omni(*command, env=env)
         assert result.returncode == 2
         assert result.stderr.decode() == 'omni: error: --thinker vllm needs vLLM, an optional extra: pip install "omni[vllm]"\n'

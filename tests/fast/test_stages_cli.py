@@ -3,6 +3,7 @@ bench-wer, and chat around a text-only `--server` (it thinks; omni hears and spe
 the server's capabilities asked once per run."""
 
 import json
+import socket
 
 import httpx
 import pytest
@@ -143,3 +144,14 @@ def test_bench_wer_with_an_unreachable_judge_is_one_line(tmp_path):
     assert result.exit_code == 1
     assert result.stderr == "omni: error: --asr-server: cannot reach the server at http://127.0.0.1:9: [Errno 111] Connection refused\n"
     assert engines.scripted.requests == []  # nothing synthesized for a judge that is not there
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_before_any_model_loads():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        engine = ScriptedEngine()
+        result = omni("serve", "--port", str(port), engines=ScriptedEngines(engine))
+    assert (result.exit_code, engine.preloaded) == (2, 0)
+    assert result.stderr == f"omni: error: cannot listen on 127.0.0.1:{port}: Address already in use (choose another --port)\n"
