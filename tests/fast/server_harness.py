@@ -105,19 +105,23 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def uvicorn_server(app, port: int):
+def uvicorn_server(app):
+    """(uvicorn server, its socket, already bound to a free loopback port: `server.serve(sockets=[it])`)."""
     import uvicorn
 
-    return uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", loop="asyncio",
-                                         http="h11", ws="websockets-sansio"))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=listener.getsockname()[1], log_level="error",
+                                           loop="asyncio", http="h11", ws="websockets-sansio"))
+    return server, listener
 
 
 @contextlib.contextmanager
 def uvicorn_thread(app) -> Iterator[str]:
     """`app` served by uvicorn in a thread of its own, on a free port; its URL."""
-    port = free_port()
-    server = uvicorn_server(app, port)
-    thread = threading.Thread(target=server.run, daemon=True)
+    server, listener = uvicorn_server(app)
+    port = listener.getsockname()[1]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     while not server.started:
         if not thread.is_alive():

@@ -23,7 +23,7 @@ from omnicli.server.app import create_app
 from cli_harness import omni
 from realtime_harness import silence, speech, speech_file
 from scripted import Hold, ScriptedEngine, answer
-from server_harness import free_port, uvicorn_server, uvicorn_thread
+from server_harness import uvicorn_server, uvicorn_thread
 from talk_harness import duplex_talker
 
 SAFETY_S = 30
@@ -65,9 +65,9 @@ def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_dou
                                   *answer(" It is in France.", audio_seconds=1.0)[1:2], answer("x")[-1]])
 
     async def go():
-        port = free_port()
-        server = uvicorn_server(create_app(engine, preload=False), port)
-        serving_task = asyncio.create_task(server.serve())
+        server, listener = uvicorn_server(create_app(engine, preload=False))
+        port = listener.getsockname()[1]
+        serving_task = asyncio.create_task(server.serve(sockets=[listener]))
         while not server.started:
             await asyncio.sleep(0.01)
         proxy = CuttingProxy(port)
