@@ -33,6 +33,7 @@ from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, Serve
 from omnicli.realtime.duplex_client_link import DuplexLink, SessionRefused
 from omnicli.realtime.duplex_presets import PRESETS, InputEncoder, Preset, session_config
 from omnicli.realtime.echo_gate import EchoGate, next_heard_frame
+from omnicli.realtime.latency import RecordingClock
 from omnicli.realtime.sources import FRAME_MS
 from omnicli.realtime.talk_state import TalkState
 
@@ -181,6 +182,7 @@ class DuplexTalkClient:
         self.user_speaking = False
         self.mic_muted = False
         self._detector: TurnDetector | None = None
+        self._recording = RecordingClock(SPEECH_RATE)
         self._unsent: list[np.ndarray] = []
         """Microphone frames not yet appended (appends are `_append_ms` long)."""
         self._append_ms = _MAX_APPEND_MS
@@ -300,6 +302,7 @@ class DuplexTalkClient:
         that end a turn and the speech that talks over an answer."""
         while True:
             frame = await next_heard_frame(self)
+            self._recording.heard(len(frame))
             self._unsent.append(frame)
             if sum(len(f) for f in self._unsent) * 1000 >= self._append_ms * SPEECH_RATE:
                 await self._flush_input()
@@ -309,7 +312,7 @@ class DuplexTalkClient:
                 if turn.kind == "started":
                     await self._speech_started()
                 else:
-                    await self._speech_stopped(time.monotonic() - (turn.silence_ms or _SILENCE_MS) / 1000)
+                    await self._speech_stopped(self._recording.recorded_at(turn.ms))  # the wait began there
 
     async def _flush_input(self) -> None:
         if self._unsent:

@@ -8,6 +8,7 @@ words (thinker), its first audio (talker), and the first sample the speaker play
 A server that sends no transcript has no ASR stage; the next stage counts from the one before.
 """
 
+import time
 from dataclasses import dataclass
 
 _STAGES = (("asked_at", "turn end"), ("heard_at", "ASR"), ("first_text_at", "thinker"),
@@ -70,3 +71,25 @@ def summary(timings: list[TurnTiming]) -> str | None:
     label = since.pop() if len(since) == 1 else "from the end of the turn"
     count = len(waited)
     return f"{count} turn{'' if count == 1 else 's'}, median {median * 1000:.0f} ms {label} to first audio"
+
+
+class RecordingClock:
+    """When each moment of the microphone's audio was recorded, from its position in the audio.
+
+    A VAD, here or on the server, names where speech ended as a position in the audio heard; the
+    wait begins then, not when the end was decided (Smart Turn takes 35-90 ms to decide) or when
+    its frame was taken from the queue (frames wait there while the loop is busy). The source
+    records in real time, so position 0 was recorded at the earliest `now - heard` seen."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.heard_ms = 0.0
+        self._began = float("inf")
+
+    def heard(self, frame_samples: int) -> None:
+        """A frame was taken from the microphone, just now."""
+        self.heard_ms += frame_samples * 1000 / self.rate
+        self._began = min(self._began, time.monotonic() - self.heard_ms / 1000)
+
+    def recorded_at(self, heard_ms: float) -> float:
+        return min(time.monotonic(), self._began + heard_ms / 1000)

@@ -22,6 +22,7 @@ from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.realtime import dialects
 from omnicli.realtime.echo_gate import EchoGate, next_heard_frame
+from omnicli.realtime.latency import RecordingClock
 from omnicli.realtime.speakers import Speaker
 from omnicli.realtime.talk_state import TalkState
 from omnicli.realtime.turns import ClientVAD, PushToTalk, ServerVAD, Turns
@@ -93,8 +94,9 @@ class TalkClient:
         self.errors: list[str] = []
         self.asked = 0
         """Turns sent to the server (committed by us, or ended by its VAD)."""
-        self._appended_ms = 0.0
-        """Audio sent so far, in ms: where the server's positions (`audio_end_ms`) count from."""
+        self.recording = RecordingClock(SPEECH_RATE)
+        """Every frame is heard by the turn strategy (and, with server VAD, appended), so the VAD's
+        positions, ours or the server's, count on this clock."""
         self._toggles: asyncio.Queue[float] = asyncio.Queue()
 
     async def send(self, event: dict) -> None:
@@ -241,11 +243,14 @@ class TalkClient:
     async def _listen(self) -> None:
         while True:
             frame = await next_heard_frame(self)
+            self.recording.heard(len(frame))
             await self.strategy.hear(frame)
 
     async def append(self, frame: np.ndarray) -> None:
         await self.send(self.dialect.append(frame))
-        self._appended_ms += len(frame) * 1000 / SPEECH_RATE
+
+    def recorded_at(self, heard_ms: float) -> float:
+        return self.recording.recorded_at(heard_ms)
 
     def begin_turn(self) -> None:
         """The user's turn began: a key, or speech heard."""
@@ -330,7 +335,7 @@ class TalkClient:
                     self._commit_at = time.monotonic()
                     self.awaiting_answer = True
                     self.asked += 1
-                    self.state.asked(self._commit_at - self._since_speech_end(heard.audio_end_ms), by_key=False)
+                    self.state.asked(self._speech_end_at(heard.audio_end_ms), by_key=False)
                 case "error":
                     self.errors.append(heard.text)
                     if not self._started:
@@ -343,12 +348,12 @@ class TalkClient:
                     if _no_audio(heard.text):
                         self.awaiting_answer = False
 
-    def _since_speech_end(self, audio_end_ms: int | None) -> float:
-        """Seconds since the end of the speech the server heard: the audio appended after it (the
-        microphone sends in real time); without its position, the default silence of server VAD."""
+    def _speech_end_at(self, audio_end_ms: int | None) -> float:
+        """When the speech the server heard ended: its position in the audio appended (all that was
+        heard); without one, the default silence of server VAD before now."""
         if audio_end_ms is None:
-            return ServerVAD.silence_ms / 1000
-        return max(0.0, self._appended_ms - audio_end_ms) / 1000
+            return self._commit_at - ServerVAD.silence_ms / 1000
+        return self.recording.recorded_at(audio_end_ms)
 
     def _answer_finished(self, status: str | None, *, cut_off: bool) -> None:
         """The server is done with an answer; one the user cut off was closed when they did."""

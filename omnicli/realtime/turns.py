@@ -4,7 +4,6 @@ turn asks for the answer; when the user starts speaking over an answer each call
 one `interrupt()`."""
 
 import asyncio
-import time
 from collections import deque
 from typing import Protocol
 
@@ -29,6 +28,9 @@ class TalkHooks(Protocol):
     async def send(self, event: dict) -> None: ...
     def begin_turn(self) -> None: ...
     def skip_turn(self) -> None: ...
+    def recorded_at(self, heard_ms: float) -> float:
+        """When the microphone recorded the audio `heard_ms` into what this strategy heard."""
+        ...
 
 
 class ServerVAD:
@@ -127,7 +129,9 @@ class ClientVAD:
                     await self.client.append(earlier)
                 self._preroll.clear()
             else:
-                await self.client.ask(time.monotonic() - (turn.silence_ms or self.silence_ms) / 1000)
+                # The wait began when the speech ended, not `silence_ms` before now: deciding took
+                # time too (Smart Turn: 35-90 ms), and frames may have queued meanwhile.
+                await self.client.ask(self.client.recorded_at(turn.ms))
         if self.client.user_speaking:
             await self.client.append(frame)
         else:

@@ -6,6 +6,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.errors import ServerError
 from omnicli.realtime.transport import LocalTransport
 
@@ -56,6 +57,44 @@ def test_a_failing_push_to_talk_toggle_ends_the_conversation_with_its_error():
 
     with pytest.raises(ServerError, match="connection closed"):
         run(go())
+
+
+class SlowAppends(LocalTransport):
+    """A link that takes 80 ms to send each of the first `slow` appends: twice a frame's length,
+    so the microphone's frames queue up behind it, as behind a busy event loop."""
+
+    def __init__(self, engine: ScriptedEngine, slow: int) -> None:
+        super().__init__(engine)
+        self.slow = slow
+
+    async def send(self, event: dict) -> None:
+        if event["type"] == "input_audio_buffer.append" and self.slow > 0:
+            self.slow -= 1
+            await asyncio.sleep(0.08)
+        await super().send(event)
+
+
+@pytest.mark.parametrize("turns", ["smart", "semantic"])
+def test_a_turns_wait_is_timed_from_when_its_speech_ended_not_from_when_the_end_was_decided_or_heard(turns):
+    """Smart Turn (here or in the session) takes time to call a turn over, and frames that queued
+    meanwhile are not later speech: the wait shown begins when the voice went quiet."""
+    engine = ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.3))
+    heard = np.concatenate([silence(0.3), speech(), silence(1.2)])
+    last_loud = np.flatnonzero(np.abs(heard) > 0.02)[-1] + 1
+
+    async def go():
+        async with Talk(engine, turns, transport=SlowAppends(engine, 25)) as t:
+            began = asyncio.get_running_loop().time()
+            for k, start in enumerate(range(0, len(heard), FRAME)):  # recorded in real time
+                await asyncio.sleep(max(0.0, began + k * 0.04 - asyncio.get_running_loop().time()))
+                t.voice.frames.put_nowait(heard[start:start + FRAME])
+            await t.log.until("in", "response.done")
+            return t, began - 0.04 + last_loud / SPEECH_RATE  # (the loop's clock is time.monotonic)
+
+    t, went_quiet_at = run(go())
+    [turn] = t.client.state.timings
+    # Silero hears this voice fade out 90-100 ms after its last loud sample; its chunks are 32 ms
+    assert went_quiet_at - 0.04 <= turn.started_at <= went_quiet_at + 0.16, turn.started_at - went_quiet_at
 
 
 def test_client_vad_commits_a_spoken_turn_with_its_preroll():

@@ -234,24 +234,11 @@ def test_the_fallback_turns_are_client_vad():
     assert sum(len(s) for s in client.said) == 4800
 
 
-def test_the_end_of_speech_a_server_reports_is_placed_by_the_audio_sent_since():
-    """The wait shown for a server-ended turn runs from the end of speech: the audio appended after
-    the server's `audio_end_ms` (the mic sends in real time), 500 ms where the server gives none."""
+def test_the_end_of_speech_a_server_reports_is_read_with_its_position():
+    """(test_talk_client.py: the wait shown runs from when that audio was recorded.)"""
     stopped = dialects.read({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": 2600, "item_id": "i"})
     assert stopped.kind == "speech_stopped" and stopped.audio_end_ms == 2600
     assert dialects.read({"type": "input_audio_buffer.speech_stopped"}).audio_end_ms is None
-
-    async def go():
-        client = TalkClient(LocalTransport(ScriptedEngine()), Voice(), FileSpeaker(), TalkOptions(turns="semantic"),
-                            Quiet(), Log())
-        for _ in range(75):
-            await client.append(silence(0.04))
-        return client
-
-    client = run(go())
-    assert client._since_speech_end(2600) == pytest.approx(0.4)  # noqa: SLF001 - 3000 ms sent
-    assert client._since_speech_end(None) == 0.5  # noqa: SLF001
-    assert client._since_speech_end(3200) == 0.0  # noqa: SLF001 - never in the future
 
 
 def test_a_servers_realtime_error_is_capped_to_one_short_line():
