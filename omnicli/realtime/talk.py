@@ -332,10 +332,10 @@ class TalkClient:
                     await self.interrupt()
                 case "speech_stopped":
                     self.user_speaking = False
-                    self._commit_at = time.monotonic()
+                    self._commit_at = heard_at = time.monotonic()
                     self.awaiting_answer = True
                     self.asked += 1
-                    self.state.asked(self._speech_end_at(heard.audio_end_ms), by_key=False)
+                    self.state.asked(self._speech_end_at(heard.audio_end_ms, heard_at), by_key=False)
                 case "error":
                     self.errors.append(heard.text)
                     if not self._started:
@@ -348,11 +348,11 @@ class TalkClient:
                     if _no_audio(heard.text):
                         self.awaiting_answer = False
 
-    def _speech_end_at(self, audio_end_ms: int | None) -> float:
+    def _speech_end_at(self, audio_end_ms: int | None, heard_at: float) -> float:
         """When the speech the server heard ended: its position in the audio appended (all that was
-        heard); without one, the default silence of server VAD before now."""
+        heard); without one, the default silence of server VAD before the server said so."""
         if audio_end_ms is None:
-            return self._commit_at - ServerVAD.silence_ms / 1000
+            return heard_at - ServerVAD.silence_ms / 1000
         return self.recording.recorded_at(audio_end_ms)
 
     def _answer_finished(self, status: str | None, *, cut_off: bool) -> None:

@@ -8,6 +8,7 @@ import contextlib
 import json
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from cli_harness import omni
 from realtime_harness import silence, speech, speech_file
 from scripted import Hold, ScriptedEngine, answer
 from server_harness import uvicorn_server, uvicorn_thread
-from talk_harness import duplex_talker
+from talk_harness import FRAME, duplex_talker
 
 SAFETY_S = 30
 
@@ -216,3 +217,37 @@ def test_duplex_client_frames_as_its_source_writes_them_are_answered_end_to_end(
 
     with serving(ScriptedEngine(chat=answer("It is noon.", audio_seconds=1.0))) as url:
         asyncio.run(asyncio.wait_for(scenario(url), SAFETY_S * 2))
+
+
+def test_a_duplex_turns_wait_is_timed_from_when_its_speech_ended_though_frames_queued_meanwhile():
+    """The loop is held for 0.6 s in the pause (frames recorded meanwhile queue up, as behind a busy
+    loop), so the 500 ms of silence that ends the turn is heard late: the wait still begins when
+    the voice went quiet, not 500 ms before the moment the pause was found."""
+    engine = ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.5))
+    heard = np.concatenate([silence(0.3), speech(), silence(1.5)])
+    last_loud = np.flatnonzero(np.abs(heard) > 0.02)[-1] + 1
+    hold_at = last_loud / SPEECH_RATE + 0.3  # seconds into the recording
+
+    async def go():
+        with serving(engine) as url:
+            voice, log, _, client = duplex_talker(url)
+            stop = asyncio.Event()
+            talk = asyncio.create_task(client.run(stop))
+            await voice.started.wait()
+            loop = asyncio.get_running_loop()
+            began, held = loop.time(), False
+            for k, start in enumerate(range(0, len(heard), FRAME)):  # recorded in real time
+                await asyncio.sleep(max(0.0, began + k * 0.04 - loop.time()))
+                if not held and k * 0.04 >= hold_at:
+                    time.sleep(0.6)  # noqa: ASYNC251 - the point: the loop is busy, the microphone is not
+                    held = True
+                voice.frames.put_nowait(heard[start:start + FRAME])
+            await log.until("in", "response.done")
+            stop.set()
+            await talk
+        return client, began - 0.04 + last_loud / SPEECH_RATE
+
+    client, went_quiet_at = asyncio.run(asyncio.wait_for(go(), SAFETY_S))
+    [turn] = client.state.timings
+    # Silero hears this voice fade out 90-100 ms after its last loud sample; its chunks are 32 ms
+    assert went_quiet_at - 0.04 <= turn.started_at <= went_quiet_at + 0.16, turn.started_at - went_quiet_at

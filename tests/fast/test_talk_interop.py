@@ -234,11 +234,17 @@ def test_the_fallback_turns_are_client_vad():
     assert sum(len(s) for s in client.said) == 4800
 
 
-def test_the_end_of_speech_a_server_reports_is_read_with_its_position():
-    """(test_talk_client.py: the wait shown runs from when that audio was recorded.)"""
+def test_the_end_of_speech_a_server_reports_is_read_with_its_position_else_500_ms_before():
+    """(test_talk_client.py: with a position, the wait shown runs from when that audio was recorded.)"""
     stopped = dialects.read({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": 2600, "item_id": "i"})
     assert stopped.kind == "speech_stopped" and stopped.audio_end_ms == 2600
     assert dialects.read({"type": "input_audio_buffer.speech_stopped"}).audio_end_ms is None
+
+    async def go():
+        return TalkClient(LocalTransport(ScriptedEngine()), Voice(), FileSpeaker(), TalkOptions(turns="server"),
+                          Quiet(), Log())
+
+    assert run(go())._speech_end_at(None, 10.0) == 9.5  # noqa: SLF001 - server VAD's default silence
 
 
 def test_a_servers_realtime_error_is_capped_to_one_short_line():
