@@ -150,9 +150,11 @@ class Engine(Protocol):
         `words`: word timestamps too."""
         raise UnsupportedError(f"the {self.name} engine cannot transcribe audio")
 
-    async def prepare(self, req: ChatRequest) -> None:
+    async def prepare(self, req: ChatRequest, *, begin_answer: bool = False) -> None:
         """A request that will likely follow (a user's turn heard before it ended): start what makes
-        its answer sooner, such as reading the prompt. Nothing is owed; the request may never come."""
+        its answer sooner, such as reading the prompt, and with `begin_answer` (nobody else is
+        talking to this process) beginning the answer itself, for `chat` with the same request to
+        go on from. Nothing is owed; the request may never come."""
         return None
 
     async def voices(self) -> list[Voice]:

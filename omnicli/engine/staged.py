@@ -13,7 +13,7 @@ import numpy as np
 from omnicli.audio.chunk import AudioChunk
 from omnicli.engine.base import ChatDelta, ChatRequest, Engine, SpeechRequest, Transcript, Voice
 from omnicli.engine.cascade import run_cascade, text_messages
-from omnicli.engine.sentences import split_sentences
+from omnicli.engine.sentences import SentenceChunker, split_sentences
 from omnicli.engine.stages import Stages
 from omnicli.errors import UnsupportedError
 
@@ -41,12 +41,22 @@ class StagedEngine(Engine):
     def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
         return run_cascade(req, self.stages)
 
-    async def prepare(self, req: ChatRequest) -> None:
-        """The thinker reads the prompt now, if it can and every part of it is text already."""
+    async def prepare(self, req: ChatRequest, *, begin_answer: bool = False) -> None:
+        """The thinker reads the prompt now, if it can and every part of the prompt is text already.
+        With `begin_answer` it writes the answer's first words too, and the talker speaks their
+        first piece: the answer, asked for with the same request, goes on from there."""
         prefill = getattr(self.stages.thinker, "prefill", None)
         prompt = text_messages(req)
-        if prefill is not None and prompt is not None:
-            await prefill(prompt, temperature=req.temperature)
+        if prefill is None or prompt is None:
+            return
+        written = await prefill(prompt, temperature=req.temperature, max_tokens=req.max_tokens if begin_answer else None)
+        say_ahead = getattr(self.stages.talker, "say_ahead", None)
+        if written and req.wants_audio and say_ahead is not None:
+            chunker = SentenceChunker(clock=lambda: 0.0)  # the pieces come at once when the answer takes them over
+            for piece in written:
+                if ready := chunker.feed(piece):
+                    await say_ahead(ready[0], voice=req.voice, speed=req.speed)
+                    break
 
     async def transcribe(
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,

@@ -1,10 +1,15 @@
 """The talker stage in this process: Piper speaks one piece at a time, resampled to 24 kHz.
 
 Pieces queue for the voice in arrival order, so concurrent requests interleave sentence by
-sentence, and Piper (espeak inside it is not thread-safe) is never entered twice at once.
+sentence, and Piper (espeak inside it is not thread-safe) is never entered twice at once. The
+first piece of an answer written ahead (engine/thinker.py) may be spoken ahead too (`say_ahead`):
+the answer's `say` of the same piece then takes that audio.
 """
 
 import asyncio
+import contextlib
+
+import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE, AudioChunk
 from omnicli.audio.pcm import resample
@@ -18,15 +23,36 @@ class PiperTalker:
     def __init__(self, default_voice: str | None = None) -> None:
         self.default_voice = default_voice
         self._queue = ModelQueue("voice")
+        self._ahead: tuple[tuple, asyncio.Future[np.ndarray]] | None = None
+        """A piece spoken ahead: (text, voice model, speed), and its audio to come."""
 
     def check_voice(self, voice: str | None) -> None:
         piper_voice.resolve_voice(voice or self.default_voice)
 
     async def say(self, text: str, *, voice: str | None, speed: float) -> AudioChunk:
         model = piper_voice.resolve_voice(voice or self.default_voice)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == (text, model, speed) and ahead[1].get_loop() is asyncio.get_running_loop():
+            with contextlib.suppress(Exception):  # it failed: speak it now
+                return AudioChunk(await asyncio.shield(ahead[1]), SPEECH_RATE, text=text)
+        return AudioChunk(await self._speak(text, model, speed), SPEECH_RATE, text=text)
+
+    async def say_ahead(self, text: str, *, voice: str | None, speed: float) -> None:
+        """Speak the first piece of an answer not yet asked for, for its `say` to take (even while
+        it is being spoken); skipped while the voice is busy (a guess does not delay a real
+        answer). One piece is kept, the latest."""
+        model = piper_voice.resolve_voice(voice or self.default_voice)
+        key = (text, model, speed)
+        if self._queue.busy or (self._ahead is not None and self._ahead[0] == key):
+            return
+        job = asyncio.ensure_future(self._speak(text, model, speed))
+        job.add_done_callback(lambda done: done.cancelled() or done.exception())  # nobody may take it
+        self._ahead = (key, job)
+        await asyncio.shield(job)
+
+    async def _speak(self, text: str, model, speed: float) -> np.ndarray:
         loaded = await asyncio.to_thread(piper_voice.load, model)
-        samples = await self._queue.run(_synthesize, loaded, text, speed)
-        return AudioChunk(samples, SPEECH_RATE, text=text)
+        return await self._queue.run(_synthesize, loaded, text, speed)
 
     async def voices(self) -> list[Voice]:
         return piper_voice.embedded_voices()

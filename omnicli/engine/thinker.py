@@ -5,11 +5,18 @@ only catalogue model that met the bar for a default in benchmarks/thinker.py. Th
 comes from the GGUF. One generation runs at a time per model, its tokens computed on the process's
 one llama.cpp thread (engine/native_threads.py); concurrent requests queue in arrival order.
 Closing the stream stops the generation between two tokens.
+
+A turn heard before its commit may be answered ahead (`prefill` with `max_tokens`): the model reads
+the prompt and writes the answer's first words, up to its first speakable piece, and the
+generation waits, parked, for the answer to be asked for. An answer to the same messages (greedy
+decoding says the same words) takes it over; any other work on the model ends it first.
 """
 
 import asyncio
+import json
 import threading
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omnicli.config import thinker_setting
@@ -17,10 +24,13 @@ from omnicli.engine import packaged
 from omnicli.engine.cores import PRIORITY, THREADS
 from omnicli.engine.llama_load import load_llama
 from omnicli.engine.native_threads import LLAMA
+from omnicli.engine.sentences import SentenceChunker
 from omnicli.engine.workers import ModelQueue
 from omnicli.errors import ContextWindowError, OmniError, UsageError
 
 DEFAULT_CONTEXT = 4096
+_AHEAD_PIECES = 32
+"""An answer written ahead stops at its first speakable piece, or after this many tokens."""
 
 
 def chosen_llm(name: str | None) -> str:
@@ -40,6 +50,20 @@ def resolve_llm(name: str | None) -> Path:
     return model
 
 
+@dataclass
+class _Ahead:
+    """The first words of an answer nobody has asked for yet, and its generation, parked."""
+
+    key: str
+    chunks: Generator[dict, None, None]
+    pieces: list[str] = field(default_factory=list)
+    ended: bool = False
+
+
+def _key(messages: list[dict], max_tokens: int, temperature: float) -> str:
+    return json.dumps([messages, max_tokens, temperature], sort_keys=True)
+
+
 class LlamaThinker:
     def __init__(self, model: str | None = None, *, context: int = DEFAULT_CONTEXT) -> None:
         self.model_name = model
@@ -48,6 +72,8 @@ class LlamaThinker:
         self._llm = None
         self._load_lock = threading.Lock()
         self._queue = ModelQueue("thinker")
+        self._ahead: _Ahead | None = None
+        """Touched only by the job holding the model (`_queue`)."""
 
     def load(self):
         with self._load_lock:
@@ -114,45 +140,91 @@ class LlamaThinker:
         if failed:
             raise _translated(failed[0])
 
-    async def prefill(self, messages: list[dict], *, temperature: float) -> None:
+    async def prefill(self, messages: list[dict], *, temperature: float, max_tokens: int | None = None) -> list[str]:
         """Read `messages` into the model's cache now (a turn heard before it ended), so an answer
         to them reads nothing new instead of the whole new turn: llama.cpp reuses the longest cached
-        prefix. Skipped while the model is busy: another answer is not delayed for a guess."""
+        prefix. With `max_tokens` (the answer's own), write the answer's first words too, for the
+        answer to take over (see the module's docstring); they are returned, token by token.
+        Skipped while the model is busy: another answer is not delayed for a guess."""
         if self._queue.busy:
-            return
+            return []
         async with self._queue.turn():
-            job = asyncio.get_running_loop().run_in_executor(None, self._prefill, messages, temperature)
+            job = asyncio.get_running_loop().run_in_executor(None, self._prefill, messages, temperature, max_tokens)
             try:
-                await asyncio.shield(job)
+                return await asyncio.shield(job)
             except asyncio.CancelledError:
                 await asyncio.wait([job])  # the model stays held until llama.cpp is done with it
                 raise
 
-    def _prefill(self, messages: list[dict], temperature: float) -> None:
+    def _prefill(self, messages: list[dict], temperature: float, max_tokens: int | None) -> list[str]:
         llm = self.load()
+        if max_tokens is None:
+            self._drop_ahead()
+            self._use_threads(llm, THREADS.thinker_prompt, None)
+            LLAMA.run(lambda: [*llm.create_chat_completion(messages=messages, stream=True, max_tokens=1,
+                                                           temperature=temperature, repeat_penalty=1.15)])
+            return []
+        key = _key(messages, max_tokens, temperature)
+        if self._ahead is not None and self._ahead.key == key:
+            return list(self._ahead.pieces)  # written ahead already
+        self._drop_ahead()
         self._use_threads(llm, THREADS.thinker_prompt, None)
-        LLAMA.run(lambda: [*llm.create_chat_completion(messages=messages, stream=True, max_tokens=1,
-                                                       temperature=temperature, repeat_penalty=1.15)])
+        ahead = self._ahead = _Ahead(key, self._completion(llm, messages, max_tokens, temperature))
+        try:
+            chunker = SentenceChunker(clock=lambda: 0.0)  # no clock: stop at a piece, not after a wait
+            for piece in self._pieces(llm, ahead.chunks, None):
+                ahead.pieces.append(piece)
+                if chunker.feed(piece) or len(ahead.pieces) >= _AHEAD_PIECES:
+                    break
+            else:
+                ahead.ended = True
+        except BaseException:
+            self._drop_ahead()
+            raise
+        return list(ahead.pieces)
+
+    def _drop_ahead(self) -> None:
+        """End an answer written ahead that nobody took (the model is about to do something else)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            LLAMA.run(ahead.chunks.close)
+
+    @staticmethod
+    def _completion(llm, messages: list[dict], max_tokens: int, temperature: float) -> Generator[dict, None, None]:
+        return LLAMA.run(llm.create_chat_completion, messages=messages, stream=True, max_tokens=max_tokens,
+                         temperature=temperature, repeat_penalty=1.15)
 
     def generate(self, messages: list[dict], *, max_tokens: int, temperature: float,
                   stop: threading.Event) -> Iterator[str]:
         """Each token is computed on the llama.cpp thread (engine/native_threads.py); waiting for the
-        talker, and `stop`, are seen here between two tokens."""
+        talker, and `stop`, are seen here between two tokens. An answer to these messages written
+        ahead is taken over: its words first, then its generation goes on."""
         llm = self.load()
-        threads = self._use_threads(llm, PRIORITY.thinker_threads(), None)
-        chunks = LLAMA.run(llm.create_chat_completion, messages=messages, stream=True, max_tokens=max_tokens,
-                           temperature=temperature, repeat_penalty=1.15)
+        ahead = self._ahead
+        if ahead is not None and ahead.key == _key(messages, max_tokens, temperature):
+            self._ahead = None
+        else:
+            self._drop_ahead()
+            self._use_threads(llm, PRIORITY.thinker_threads(), None)
+            ahead = _Ahead("", self._completion(llm, messages, max_tokens, temperature))
         try:
-            while (chunk := LLAMA.run(next, chunks, None)) is not None:
-                if stop.is_set():
-                    break
-                PRIORITY.thinker_turn()
-                threads = self._use_threads(llm, PRIORITY.thinker_threads(), threads)
-                piece = chunk["choices"][0]["delta"].get("content")
-                if piece:
-                    yield piece
+            yield from ahead.pieces
+            if not ahead.ended:
+                yield from self._pieces(llm, ahead.chunks, stop)
         finally:
-            LLAMA.run(chunks.close)
+            LLAMA.run(ahead.chunks.close)
+
+    def _pieces(self, llm, chunks: Iterator[dict], stop: threading.Event | None) -> Iterator[str]:
+        """The text of each next token; `chunks` is left open (whoever opened it closes it)."""
+        threads = None
+        while (chunk := LLAMA.run(next, chunks, None)) is not None:
+            if stop is not None and stop.is_set():
+                break
+            PRIORITY.thinker_turn()
+            threads = self._use_threads(llm, PRIORITY.thinker_threads(), threads)
+            piece = chunk["choices"][0]["delta"].get("content")
+            if piece:
+                yield piece
 
     @staticmethod
     def _use_threads(llm, wanted: int, current: int | None) -> int:

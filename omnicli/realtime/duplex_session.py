@@ -37,6 +37,7 @@ from omnicli.realtime.duplex_life import Attachment, Lifeline
 from omnicli.realtime.duplex_listen import DuplexInput, sounds_finished
 from omnicli.realtime.duplex_playback import Ledger
 from omnicli.realtime.duplex_response import DuplexResponse
+from omnicli.realtime.early_asr import one_talker
 from omnicli.realtime.events import EventError
 from omnicli.realtime.responses import read_ahead
 from omnicli.realtime.settings import SERVER_VAD_DEFAULTS, SessionSettings
@@ -327,7 +328,7 @@ class DuplexSession(Lifeline):
     async def _read_ahead(self, transcript: str) -> None:
         """A turn heard before the server or the client ended it: the engine may read it ahead."""
         if self._response is None and not self.closed and not self._typed:
-            await read_ahead(self.engine, self.conversation, self.settings.values["instructions"], transcript)
+            await read_ahead(self.engine, self.conversation, self.settings, transcript, begin_answer=one_talker())
 
     async def _heard(self, item: Item, transcript: str) -> None:
         item.transcript = transcript

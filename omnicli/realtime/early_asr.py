@@ -10,10 +10,16 @@ wants the transcript started at once, but every pause between two words then cos
 run that new speech voids, which on two cores took 15-25 % of `omni serve`'s answers per minute
 at 4-8 sessions (benchmarks/latency.py). So a transcript starts after `EAGER_PAUSE_MS` only
 while the process is otherwise idle (no other early transcript, no answer being made: one
-talker), and after `PAUSE_MS` in any case."""
+talker), and after `PAUSE_MS` in any case.
+
+The same holds for what the engine is offered once the turn is heard: with one talker it may begin
+the answer in the pause (`one_talker`); with more, it only reads the prompt, since a guess for one
+takes the cores from another's answer (benchmarks/latency.py, 4 sessions, guessing for each: 32.3
+answers a minute against 38.6 without)."""
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 
 import numpy as np
@@ -35,12 +41,20 @@ PAUSE_MS = 200
 
 _running = 0
 """Early transcripts running in this process, all sessions together."""
+_open: "weakref.WeakSet[EarlyTranscriber]" = weakref.WeakSet()
+"""One per session listening in this process."""
 
 STARTED, EAGER, LATE = "started", "eager", "late"
 
 
 def _idle() -> bool:
     return _running == 0 and Response.running == 0
+
+
+def one_talker() -> bool:
+    """One session listens in this process and nothing is being answered: beginning an answer
+    before it is asked for takes the cores from nobody."""
+    return len(_open) <= 1 and Response.running == 0
 
 
 class EarlyTranscriber:
@@ -55,6 +69,7 @@ class EarlyTranscriber:
         self.on_heard: Callable[[str], Awaitable[None]] | None = None
         """Told each early transcript as it is ready (the session lets the engine read it ahead)."""
         self._telling: set[asyncio.Task] = set()
+        _open.add(self)
 
     def pauses(self, samples: np.ndarray) -> list[str]:
         """The VAD's verdicts on an appended piece: speech started, an eager pause, a late one
@@ -132,6 +147,11 @@ class EarlyTranscriber:
         as the silence after it, beside its answer."""
         self._void(cancel)
         self._speech_end_ms = None
+
+    def close(self) -> None:
+        """The session ends: forget its speech, and it no longer counts as a talker."""
+        self.reset()
+        _open.discard(self)
 
     def _void(self, cancel: bool = True) -> None:
         if cancel and self._task is not None:

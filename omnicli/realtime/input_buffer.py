@@ -197,4 +197,4 @@ class InputBuffer:
             self._early.reset()
 
     def close(self) -> None:
-        self._early.reset()
+        self._early.close()

@@ -22,6 +22,7 @@ from omnicli.engine.base import (
     ChatDone,
     ChatRequest,
     Engine,
+    Message,
     TextDelta,
     TranscriptDelta,
 )
@@ -39,6 +40,23 @@ can stop, without a whole sentence's frame (seconds of audio) in the way."""
 Emit = Callable[..., Awaitable[None]]
 
 
+class Asked:
+    """What an answer is asked for: the session's settings, with a `response.create`'s options over them."""
+
+    def __init__(self, settings: SessionSettings, options: dict) -> None:
+        output = {**settings.output, **((options.get("audio") or {}).get("output") or {})}
+        self.modalities = list(options.get("output_modalities") or settings.values["output_modalities"])
+        self.limit = options.get("max_output_tokens") or settings.values["max_output_tokens"]
+        self.instructions = options.get("instructions") or settings.values["instructions"]
+        self.voice = output.get("voice")
+        self.speed = float(output.get("speed") or 1.0)
+
+    def request(self, prompt: list[Message]) -> ChatRequest:
+        return ChatRequest(prompt, modalities=("text", "audio") if "audio" in self.modalities else ("text",),
+                           voice=self.voice, speed=self.speed, temperature=REALTIME_TEMPERATURE,
+                           max_tokens=DEFAULT_MAX_TOKENS if self.limit == "inf" else int(self.limit))
+
+
 class Response:
     running = 0
     """Responses being answered in this process, all sessions together (early ASR waits while any
@@ -50,13 +68,9 @@ class Response:
         self.conversation = conversation
         self.emit = emit
         self._heard = heard
-        output = {**settings.output, **((options.get("audio") or {}).get("output") or {})}
-        self.modalities = list(options.get("output_modalities") or settings.values["output_modalities"])
+        self.asked = Asked(settings, options)
+        self.modalities, self.limit = self.asked.modalities, self.asked.limit
         self.speaks = "audio" in self.modalities
-        self.limit = options.get("max_output_tokens") or settings.values["max_output_tokens"]
-        self.instructions = options.get("instructions") or settings.values["instructions"]
-        self.voice = output.get("voice")
-        self.speed = float(output.get("speed") or 1.0)
         self.id = new_id("resp")
         self._wire: dict[str, Any] = {"id": new_id("item"), "type": "message", "object": "realtime.item", "role": "assistant",
                       "status": "in_progress", "content": []}
@@ -148,12 +162,9 @@ class Response:
     async def _stream(self) -> None:
         item = self.item
         items = [i for i in self.conversation.remembered() if i is not item]
-        prompt = await asyncio.to_thread(messages, self.instructions, items)
+        prompt = await asyncio.to_thread(messages, self.asked.instructions, items)
         unheard = [i for i in items if i.role == "user" and i.transcript is None and i.audio is not None]
-        max_tokens = DEFAULT_MAX_TOKENS if self.limit == "inf" else int(self.limit)
-        request = ChatRequest(prompt, modalities=("text", "audio") if self.speaks else ("text",), voice=self.voice,
-                              speed=self.speed, max_tokens=max_tokens, temperature=REALTIME_TEMPERATURE)
-        async for delta in self.engine.chat(request):
+        async for delta in self.engine.chat(self.asked.request(prompt)):
             match delta:
                 case TranscriptDelta(text=heard) if unheard:
                     await self._heard(unheard.pop(0), heard)
@@ -190,10 +201,13 @@ def _part_event(part: dict) -> dict:
     return {**part, "type": "audio" if part["type"] == "output_audio" else "text"}
 
 
-async def read_ahead(engine: Engine, conversation: Conversation, instructions: str | None, transcript: str) -> None:
-    """A user's turn heard before its commit: the engine is offered the prompt an answer to it would
-    have (these instructions, the conversation, these words), to read while the user is quiet."""
+async def read_ahead(engine: Engine, conversation: Conversation, settings: SessionSettings, transcript: str,
+                     *, begin_answer: bool) -> None:
+    """A user's turn heard before its commit: the engine is offered the request an answer to it
+    would make with the session's settings (the conversation and these words), to read while the
+    user is quiet, and with `begin_answer` to begin answering."""
     wire = {"id": "item_ahead", "type": "message", "role": "user", "content": [{"type": "input_audio"}]}
     items = [*conversation.remembered(), Item(wire, transcript=transcript)]
-    prompt = await asyncio.to_thread(messages, instructions, items)
-    await engine.prepare(ChatRequest(prompt, max_tokens=DEFAULT_MAX_TOKENS, temperature=REALTIME_TEMPERATURE))
+    asked = Asked(settings, {})
+    prompt = await asyncio.to_thread(messages, asked.instructions, items)
+    await engine.prepare(asked.request(prompt), begin_answer=begin_answer)

@@ -36,6 +36,7 @@ from omnicli.engine.base import Engine
 from omnicli.engine.voices import check_served_voice
 from omnicli.errors import OmniError, UsageError
 from omnicli.realtime.conversation import Conversation, Item, new_id
+from omnicli.realtime.early_asr import one_talker
 from omnicli.realtime.events import ClientEvent, EventError, parse
 from omnicli.realtime.input_buffer import InputBuffer, decode_pcm16
 from omnicli.realtime.responses import Response, read_ahead
@@ -194,9 +195,10 @@ class RealtimeSession:
 
     async def _read_ahead(self, transcript: str) -> None:
         """A turn heard before its commit: the engine may read the prompt its answer would have
-        (the default instructions, the conversation, these words) while the user is still quiet."""
+        (the default instructions, the conversation, these words) while the user is still quiet,
+        and begin the answer when this is the process's one talker."""
         if self._response is None and not self._closed:
-            await read_ahead(self.engine, self.conversation, self.settings.values["instructions"], transcript)
+            await read_ahead(self.engine, self.conversation, self.settings, transcript, begin_answer=one_talker())
 
     async def _heard(self, item: Item, transcript: str) -> None:
         """The engine heard a user item's audio: keep the words, drop the audio."""

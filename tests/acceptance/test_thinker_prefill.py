@@ -1,5 +1,7 @@
 """Reading a turn ahead on the real SmolLM2 (llama.cpp): after `prefill`, an answer to the same
-messages reads at most one token instead of the new turn, and says exactly what it says without it."""
+messages reads at most one token instead of the new turn, and says exactly what it says without it.
+With the answer's `max_tokens`, `prefill` also writes its first words: the answer takes them over
+(computing none of them again) and still says exactly the same; other work on the model ends them."""
 
 import asyncio
 
@@ -9,9 +11,12 @@ BEFORE = [{"role": "system", "content": "Answer in one short sentence."},
           {"role": "user", "content": "What do cats like to eat?"}]
 
 
+LIMIT = 24
+
+
 def _answer(thinker: LlamaThinker, messages: list[dict]) -> str:
     async def go():
-        return "".join([piece async for piece in thinker.stream(messages, max_tokens=24, temperature=0.0)])
+        return "".join([piece async for piece in thinker.stream(messages, max_tokens=LIMIT, temperature=0.0)])
 
     return asyncio.run(go())
 
@@ -58,3 +63,42 @@ def test_prefill_is_skipped_while_the_model_answers_something_else():
 
     asyncio.run(go())
     assert thinker.load().n_tokens == cached
+
+
+def _after(thinker: LlamaThinker, question: str) -> list[dict]:
+    return [*BEFORE, {"role": "assistant", "content": _answer(thinker, BEFORE)}, {"role": "user", "content": question}]
+
+
+def test_an_answer_written_ahead_is_taken_over_and_says_the_same():
+    plain = LlamaThinker("smollm2")
+    after = _after(plain, "And what do dogs like to eat?")
+    plain_reads = _reads(plain)
+    expected = _answer(plain, after)
+
+    ahead = LlamaThinker("smollm2")
+    _answer(ahead, BEFORE)
+    asyncio.run(ahead.prefill(after, temperature=0.0, max_tokens=LIMIT))
+    written = "".join(ahead._ahead.pieces)  # noqa: SLF001 - what was written ahead
+    reads = _reads(ahead)
+    assert _answer(ahead, after) == expected and expected.strip()
+    assert len(written.split()) >= 3 and expected.startswith(written)  # up to its first speakable piece
+    assert max(reads) == 1 and len(reads) <= len(plain_reads) - len(written.split())  # none written again
+
+
+def test_an_answer_written_ahead_for_another_turn_is_dropped():
+    """The user went on (or another session asked): the parked generation ends and the answer to
+    what was really asked is the one a fresh model gives."""
+    plain = LlamaThinker("smollm2")
+    asked = _after(plain, "And what do birds like to eat?")
+    expected = _answer(plain, asked)
+
+    ahead = LlamaThinker("smollm2")
+    guessed = _after(ahead, "And what do dogs")
+    asyncio.run(ahead.prefill(guessed, temperature=0.0, max_tokens=LIMIT))
+    assert ahead._ahead is not None  # noqa: SLF001
+    assert _answer(ahead, asked) == expected
+    assert ahead._ahead is None  # noqa: SLF001
+
+    asyncio.run(ahead.prefill(guessed, temperature=0.0, max_tokens=LIMIT))
+    asyncio.run(ahead.prefill(asked, temperature=0.0))  # a plain read of another turn ends it too
+    assert ahead._ahead is None and _answer(ahead, asked) == expected  # noqa: SLF001

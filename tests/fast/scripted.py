@@ -76,7 +76,9 @@ class ScriptedEngine(Engine):
         self.requests: list = []
         """Every request in order: SpeechRequest, ChatRequest, or ("transcribe", seconds, rate, language, quick)."""
         self.prepared: list = []
-        """ChatRequests the engine was told would likely follow (Engine.prepare)."""
+        """ChatRequests the engine was told would likely follow (Engine.prepare)..."""
+        self.began_answers: list[bool] = []
+        """...and whether it was asked to begin answering each."""
         self.preloaded = 0
         self.closed = 0
 
@@ -114,8 +116,9 @@ class ScriptedEngine(Engine):
         spoken = [{"start": 0.0, "end": seconds, "word": word} for word in text.split()] if words else []
         return Transcript(text, language or "en", seconds, [{"start": 0.0, "end": seconds, "text": text}], spoken)
 
-    async def prepare(self, req) -> None:
+    async def prepare(self, req, *, begin_answer: bool = False) -> None:
         self.prepared.append(req)
+        self.began_answers.append(begin_answer)
 
     async def voices(self) -> list[Voice]:
         return list(self._voices)

@@ -11,8 +11,8 @@ from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import ChatRequest
 from omnicli.realtime.early_asr import EarlyTranscriber
 
-from realtime_harness import Session, pcm_b64, run, silence, speech
-from scripted import ScriptedEngine
+from realtime_harness import Session, pcm_b64, run, silence, speech, user_text
+from scripted import Hold, ScriptedEngine, answer
 
 
 class SlowEars(ScriptedEngine):
@@ -76,14 +76,15 @@ def test_new_speech_voids_what_was_heard_early():
 
 
 def test_a_turn_heard_early_is_offered_to_the_engine_as_the_request_its_answer_then_makes():
-    """The engine is told, before the commit, the very prompt the answer then asks for (so a
-    thinker that reads it ahead finds its cache ready)."""
+    """The engine is told, before the commit, the very request the answer then makes (so an engine
+    that reads it, writes its first words and speaks them ahead finds them taken)."""
     engine = ScriptedEngine(transcripts=["what time is it"])
 
     async def go():
         async with Session(engine) as s:
-            await s.send({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief.",
-                                                                "audio": {"input": {"turn_detection": None}}}})
+            await s.send({"type": "session.update", "session": {
+                "type": "realtime", "instructions": "Be brief.", "max_output_tokens": 77,
+                "audio": {"input": {"turn_detection": None}, "output": {"voice": "joe", "speed": 1.25}}}})
             await s.until("session.updated")
             await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(np.concatenate([spoken(), silence(0.4)]))})
             while not engine.prepared:
@@ -97,7 +98,9 @@ def test_a_turn_heard_early_is_offered_to_the_engine_as_the_request_its_answer_t
     (asked,) = [r for r in engine.requests if isinstance(r, ChatRequest)]
     assert ahead.messages == asked.messages
     assert [m.role for m in asked.messages] == ["system", "user"] and asked.messages[-1].parts[0].text == "what time is it"
-    assert ahead.temperature == asked.temperature
+    assert (ahead.temperature, ahead.max_tokens) == (asked.temperature, asked.max_tokens) == (asked.temperature, 77)
+    assert (ahead.modalities, ahead.voice, ahead.speed) == (asked.modalities, asked.voice, asked.speed) == (("text", "audio"), "joe", 1.25)
+    assert engine.began_answers == [True]  # the process's one talker
 
 
 def test_a_committed_turn_is_not_heard_again_as_the_silence_after_it():
@@ -116,3 +119,37 @@ def test_a_committed_turn_is_not_heard_again_as_the_silence_after_it():
         return heard, engine.asked
 
     assert asyncio.run(go()) == ("what time is it", 1)
+
+
+def test_a_turn_heard_early_beside_another_session_is_read_but_not_begun():
+    """Writing an answer's first words is a guess: with another talker in the process (omni serve)
+    it would take the cores from their answer, whether or not one is being made right now, so then
+    the engine is only offered the prompt."""
+    hold = Hold()
+    engine = ScriptedEngine(chat=[hold, *answer("Hello", " there.")], transcripts=["what time is it"])
+    off = {"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}}
+    pause = {"type": "input_audio_buffer.append", "audio": pcm_b64(np.concatenate([spoken(), silence(0.4)]))}
+
+    async def heard(s: Session) -> None:
+        asked = len(engine.prepared)
+        await s.send(pause)
+        while len(engine.prepared) == asked:
+            await asyncio.sleep(0.01)
+        await s.send({"type": "input_audio_buffer.clear"})
+
+    async def go():
+        async with Session(engine) as answered:
+            await answered.send(off)
+            async with Session(engine) as other:
+                await other.send(off)
+                await heard(other)  # beside a quiet session
+                await answered.send(user_text("Hi."))
+                await answered.send({"type": "response.create"})
+                await hold.reached.wait()
+                await heard(other)  # beside one being answered
+                hold.open()
+                await answered.until("response.done")
+            await heard(answered)  # alone again
+
+    run(go())
+    assert engine.began_answers == [False, False, True]

@@ -258,9 +258,9 @@ def test_semantic_vad_reads_the_words_once_as_soon_as_they_are_heard_and_only_th
         return reads_finished(text)
 
     class Ahead(ScriptedEngine):
-        async def prepare(self, req) -> None:
+        async def prepare(self, req, *, begin_answer: bool = False) -> None:
             done.append(("ahead", req.messages[-1].text))
-            await super().prepare(req)
+            await super().prepare(req, begin_answer=begin_answer)
 
     monkeypatch.setattr(text_turn, "reads_finished", reads)
     heard = "What is the capital of France?"
