@@ -145,18 +145,22 @@ class LlamaThinker:
         to them reads nothing new instead of the whole new turn: llama.cpp reuses the longest cached
         prefix. With `max_tokens` (the answer's own), write the answer's first words too, for the
         answer to take over (see the module's docstring); they are returned, token by token.
-        Skipped while the model is busy: another answer is not delayed for a guess."""
+        Skipped while the model is busy: another answer is not delayed for a guess. Cancelled (the
+        user went on speaking), the writing stops at the next token and nothing is kept."""
         if self._queue.busy:
             return []
+        stop = threading.Event()
         async with self._queue.turn():
-            job = asyncio.get_running_loop().run_in_executor(None, self._prefill, messages, temperature, max_tokens)
+            job = asyncio.get_running_loop().run_in_executor(None, self._prefill, messages, temperature, max_tokens, stop)
             try:
                 return await asyncio.shield(job)
             except asyncio.CancelledError:
+                stop.set()
                 await asyncio.wait([job])  # the model stays held until llama.cpp is done with it
                 raise
 
-    def _prefill(self, messages: list[dict], temperature: float, max_tokens: int | None) -> list[str]:
+    def _prefill(self, messages: list[dict], temperature: float, max_tokens: int | None,
+                 stop: threading.Event) -> list[str]:
         llm = self.load()
         if max_tokens is None:
             self._drop_ahead()
@@ -172,15 +176,18 @@ class LlamaThinker:
         ahead = self._ahead = _Ahead(key, self._completion(llm, messages, max_tokens, temperature))
         try:
             chunker = SentenceChunker(clock=lambda: 0.0)  # no clock: stop at a piece, not after a wait
-            for piece in self._pieces(llm, ahead.chunks, None):
+            for piece in self._pieces(llm, ahead.chunks, stop):
                 ahead.pieces.append(piece)
                 if chunker.feed(piece) or len(ahead.pieces) >= _AHEAD_PIECES:
                     break
             else:
-                ahead.ended = True
+                ahead.ended = not stop.is_set()
         except BaseException:
             self._drop_ahead()
             raise
+        if stop.is_set():
+            self._drop_ahead()
+            return []
         return list(ahead.pieces)
 
     def _drop_ahead(self) -> None:

@@ -154,6 +154,10 @@ class EarlyTranscriber:
         _open.discard(self)
 
     def _void(self, cancel: bool = True) -> None:
-        if cancel and self._task is not None:
-            self._task.cancel()
+        """Cancelled (new speech, a clear), what was heard is stale: its transcript, and what the
+        engine was offered on it (a thinker writing the answer ahead stops at its next token)."""
+        if cancel:
+            for task in [self._task, *self._telling]:
+                if task is not None:
+                    task.cancel()
         self._task, self._heard = None, None

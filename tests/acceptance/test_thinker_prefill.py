@@ -102,3 +102,24 @@ def test_an_answer_written_ahead_for_another_turn_is_dropped():
     asyncio.run(ahead.prefill(guessed, temperature=0.0, max_tokens=LIMIT))
     asyncio.run(ahead.prefill(asked, temperature=0.0))  # a plain read of another turn ends it too
     assert ahead._ahead is None and _answer(ahead, asked) == expected  # noqa: SLF001
+
+
+def test_writing_ahead_stops_when_cancelled_and_keeps_nothing():
+    """The user went on speaking: the guess stops at its next token, and the model is free."""
+    thinker = LlamaThinker("smollm2")
+    guessed = _after(thinker, "And what do dogs")
+
+    async def go():
+        writing = asyncio.create_task(thinker.prefill(guessed, temperature=0.0, max_tokens=LIMIT))
+        await asyncio.sleep(0)  # it holds the model and its job has begun
+        writing.cancel()
+        await asyncio.gather(writing, return_exceptions=True)
+        return writing.cancelled(), thinker._queue.busy  # noqa: SLF001
+
+    assert asyncio.run(go()) == (True, False)
+    assert thinker._ahead is None  # noqa: SLF001
+    written = LlamaThinker("smollm2")
+    _after(written, "And what do dogs")
+    asyncio.run(written.prefill(guessed, temperature=0.0, max_tokens=LIMIT))
+    assert thinker.load().n_tokens < written.load().n_tokens - 2  # it stopped before the words were written
+    assert _answer(thinker, guessed).strip()  # and the model answers

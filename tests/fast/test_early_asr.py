@@ -153,3 +153,37 @@ def test_a_turn_heard_early_beside_another_session_is_read_but_not_begun():
 
     run(go())
     assert engine.began_answers == [False, False, True]
+
+
+def test_what_the_engine_was_offered_is_called_off_when_the_user_goes_on():
+    """New speech after a pause: the turn heard in it is stale, and so is an answer begun on it."""
+    class Slow(ScriptedEngine):
+        def __init__(self) -> None:
+            super().__init__(transcripts=["what time is it"])
+            self.began, self.called_off = asyncio.Event(), 0
+
+        async def prepare(self, req, *, begin_answer: bool = False) -> None:
+            await super().prepare(req, begin_answer=begin_answer)
+            self.began.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.called_off += 1
+                raise
+
+    engine = Slow()
+    off = {"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}}
+
+    async def go():
+        async with Session(engine) as s:
+            await s.send(off)
+            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(np.concatenate([spoken(), silence(0.2)]))})
+            await engine.began.wait()
+            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(spoken())})  # the user goes on
+            for _ in range(100):
+                if engine.called_off:
+                    break
+                await asyncio.sleep(0.01)
+            return engine.called_off
+
+    assert run(go()) == 1
