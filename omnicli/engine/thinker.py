@@ -14,6 +14,7 @@ decoding says the same words) takes it over; any other work on the model ends it
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import AsyncGenerator, Generator, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from omnicli.engine.native_threads import LLAMA
 from omnicli.engine.sentences import SentenceChunker
 from omnicli.engine.workers import ModelQueue
 from omnicli.errors import ContextWindowError, OmniError, UsageError
+
+log = logging.getLogger("omni")
 
 DEFAULT_CONTEXT = 4096
 _AHEAD_PIECES = 32
@@ -209,8 +212,11 @@ class LlamaThinker:
         llm = self.load()
         ahead = self._ahead
         if ahead is not None and ahead.key == _key(messages, max_tokens, temperature):
+            log.debug("thinker: the answer written ahead is taken over (%d tokens)", len(ahead.pieces))
             self._ahead = None
         else:
+            if ahead is not None:
+                log.debug("thinker: the answer written ahead was for another request; dropped")
             self._drop_ahead()
             self._use_threads(llm, PRIORITY.thinker_threads(), None)
             ahead = _Ahead("", self._completion(llm, messages, max_tokens, temperature))
