@@ -27,6 +27,14 @@ async def _answer(engine, req: ChatRequest) -> tuple[str, list]:
     return "".join(text), chunks
 
 
+async def _expected_and_warm(req: ChatRequest):
+    """What a fresh engine answers to `req`, and another engine with its models loaded."""
+    expected, _ = await _answer(embedded_engine(llm="smollm2"), req)
+    engine = embedded_engine(llm="smollm2")
+    await _answer(engine, _request("Hello."))
+    return expected, engine
+
+
 def _count_syntheses(monkeypatch) -> list[str]:
     said: list[str] = []
     synthesize = talker_module._synthesize
@@ -43,10 +51,7 @@ def test_an_answer_begun_ahead_is_taken_over(monkeypatch):
     req = _request("What do cats like to eat?")
 
     async def go():
-        plain = embedded_engine(llm="smollm2")
-        expected, _ = await _answer(plain, req)
-        engine = embedded_engine(llm="smollm2")
-        await _answer(engine, _request("Hello."))  # models loaded
+        expected, engine = await _expected_and_warm(req)
         said = _count_syntheses(monkeypatch)
         await engine.prepare(req, begin_answer=True)
         ahead = list(said)
@@ -64,10 +69,7 @@ def test_an_answer_begun_for_another_turn_is_dropped(monkeypatch):
     asked = _request("What do birds like to eat?")
 
     async def go():
-        plain = embedded_engine(llm="smollm2")
-        expected, _ = await _answer(plain, asked)
-        engine = embedded_engine(llm="smollm2")
-        await _answer(engine, _request("Hello."))
+        expected, engine = await _expected_and_warm(asked)
         await engine.prepare(_request("What do dogs"), begin_answer=True)  # the user went on after "dogs"
         said = _count_syntheses(monkeypatch)
         text, chunks = await _answer(engine, asked)
