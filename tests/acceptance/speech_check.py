@@ -6,10 +6,16 @@ import re
 import numpy as np
 
 _PUNCTUATION = re.compile(r"[^\w\s']")
+_NUMBER = re.compile(r"\d+")
 
 
 def normalize(text: str) -> str:
-    return " ".join(_PUNCTUATION.sub(" ", text.lower()).split())
+    """Lowercase words without punctuation, numbers spelled out: Piper says "7" as "seven", and the
+    judge writes what it hears either way from run to run ("a week has seven days", "... 7 days")."""
+    from num2words import num2words
+
+    spelled = _NUMBER.sub(lambda number: f" {num2words(int(number.group()))} ", text.lower())
+    return " ".join(_PUNCTUATION.sub(" ", spelled).split())
 
 
 def cer(reference: str, hypothesis: str) -> float:
