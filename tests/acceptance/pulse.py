@@ -103,6 +103,21 @@ class PulseAudio:
         with self._lock:
             self._mic_queue.extend(pcm)
 
+    def wait_until_quiet(self, quiet_s: float = 0.8, timeout: float = 60, level: float = 0.01) -> None:
+        """Return once the speaker has played sound and then nothing above `level` for `quiet_s`:
+        an answer made faster than real time is still playing when its last event arrives."""
+        deadline, seen, loud_at = time.monotonic() + timeout, 0, None
+        while time.monotonic() < deadline:
+            with self._lock:
+                data = bytes(self._captured[seen - seen % 2:])
+                seen = len(self._captured)
+            if np.abs(np.frombuffer(data[: len(data) - len(data) % 2], dtype="<i2")).max(initial=0) > level * 32768:
+                loud_at = time.monotonic()
+            if loud_at is not None and time.monotonic() - loud_at >= quiet_s:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the speaker did not play out and fall quiet within {timeout} s")
+
     def take_speaker(self) -> np.ndarray:
         """Everything played since the last call, as float32 at 48 kHz."""
         with self._lock:

@@ -54,8 +54,22 @@ class Judge:
         segments, _ = self.model.transcribe(audio, language="en", beam_size=1)
         return " ".join(segment.text.strip() for segment in segments)
 
-    def wer_of(self, reference: str, samples: np.ndarray, rate: int) -> float:
-        return wer(reference, self.transcribe(samples, rate))
+    def wer_of(self, reference: str, samples: np.ndarray, rate: int) -> "Heard":
+        heard = self.transcribe(samples, rate)
+        return Heard(wer(reference, heard), heard)
 
-    def cer_of(self, reference: str, samples: np.ndarray, rate: int) -> float:
-        return cer(reference, self.transcribe(samples, rate))
+    def cer_of(self, reference: str, samples: np.ndarray, rate: int) -> "Heard":
+        heard = self.transcribe(samples, rate)
+        return Heard(cer(reference, heard), heard)
+
+
+class Heard(float):
+    """An error rate that shows what the judge heard when an assertion on it fails."""
+
+    def __new__(cls, rate: float, text: str) -> "Heard":
+        heard = super().__new__(cls, rate)
+        heard.text = text
+        return heard
+
+    def __repr__(self) -> str:
+        return f"{float(self)!r} (heard {self.text!r})"

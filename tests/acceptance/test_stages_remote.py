@@ -64,7 +64,7 @@ def test_chat_around_a_text_only_server_hears_and_speaks_here(omni, llama, spoke
     answer = result.stdout.decode().strip()
     assert answer
     samples, rate = sf.read(said, dtype="float32")
-    assert judge.wer_of(answer, samples, rate) < 0.35
+    assert judge.cer_of(answer, samples, rate) < 0.2
 
     refused = omni("chat", "--server", llama, "-a", spoken, "-o", str(tmp_path / "b.wav"), "--no-local-stages")
     assert refused.returncode == 1 and len(refused.stderr.decode().splitlines()) == 1
@@ -82,7 +82,7 @@ def test_talk_with_llm_server_headless(omni, llama, spoken, tmp_path, judge):
     (answer,) = spoken_answers(events)
     assert answer.strip()
     samples, rate = sf.read(said, dtype="float32")
-    assert judge.wer_of(answer, samples, rate) < 0.35
+    assert judge.cer_of(answer, samples, rate) < 0.2
 
 
 def test_unreachable_llm_server_is_one_line_naming_it(omni, spoken, tmp_path):
@@ -106,7 +106,7 @@ def test_serve_with_llm_server_answers_chat_and_a_realtime_turn(omni, llama, spo
         assert talk.returncode == 0, talk.stderr
         (answer,) = spoken_answers(events_of(log))
         samples, rate = sf.read(said, dtype="float32")
-        assert answer.strip() and judge.wer_of(answer, samples, rate) < 0.35
+        assert answer.strip() and judge.cer_of(answer, samples, rate) < 0.2
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -44,7 +44,7 @@ def check_headless_run(result, log_path, said_path, judge):
     said = answers(log)
     assert len(said) == 2 and all(said)
     samples, rate = sf.read(str(said_path), dtype="float32")
-    assert judge.wer_of(" ".join(said), samples, rate) < 0.35
+    assert judge.cer_of(" ".join(said), samples, rate) < 0.2
     assert "2 turns" in result.stderr.decode()
     outgoing = [e["event"]["type"] for e in log if e["dir"] == "out"]
     assert outgoing.count("input_audio_buffer.commit") == 2 and outgoing.count("response.create") == 2
@@ -135,13 +135,13 @@ def test_microphone_to_speaker(pulse, tmp_path, judge):
         pulse.take_speaker()
         pulse.speak_into_microphone(at_48k(synthesize(QUESTIONS[0])))
         wait_for(log, "response.done")
-        time.sleep(1.5)  # let the speaker play out
+        pulse.wait_until_quiet()  # the answer, made faster than real time, plays out
     finally:
         stop(proc)
     assert proc.returncode == 130
     answer = answers(events_of(log))[0]
     heard = trim_silence(pulse.take_speaker())
-    assert judge.wer_of(answer, heard, PULSE_RATE) < 0.35
+    assert judge.cer_of(answer, heard, PULSE_RATE) < 0.2
 
 
 def test_barge_in_truncates_at_what_the_speaker_played(pulse, tmp_path):
@@ -272,7 +272,7 @@ def test_server_vad_against_vllm_omnis_turn_based_handler(omni, tmp_path, judge)
     answer = answers(events_of(log))
     assert len(answer) == 1 and answer[0].strip()
     samples, rate = sf.read(str(said), dtype="float32")
-    assert len(samples) > rate // 2 and judge.wer_of(answer[0], samples, rate) < 0.35
+    assert len(samples) > rate // 2 and judge.cer_of(answer[0], samples, rate) < 0.2
 
 
 def test_list_devices_shows_the_pulseaudio_devices(omni, pulse):
