@@ -66,7 +66,7 @@ class Judge:
 class Heard(float):
     """An error rate that shows what the judge heard when an assertion on it fails."""
 
-    def __new__(cls, rate: float, text: str) -> "Heard":
+    def __new__(cls, rate: float, text: str = "") -> "Heard":  # statistics.mean makes one of its own type
         heard = super().__new__(cls, rate)
         heard.text = text
         return heard
