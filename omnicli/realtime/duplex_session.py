@@ -37,6 +37,7 @@ from omnicli.realtime.duplex_life import Attachment, Lifeline
 from omnicli.realtime.duplex_listen import DuplexInput, sounds_finished
 from omnicli.realtime.duplex_playback import Ledger
 from omnicli.realtime.duplex_response import DuplexResponse
+from omnicli.realtime.early_asr import one_talker
 from omnicli.realtime.events import EventError
 from omnicli.realtime.responses import read_ahead
 from omnicli.realtime.settings import SERVER_VAD_DEFAULTS, SessionSettings
@@ -325,11 +326,10 @@ class DuplexSession(Lifeline):
         await self.emit(ServerEvent.ITEM_DONE, previous_item_id=previous, item=copy.deepcopy(item.wire))
 
     async def _read_ahead(self, transcript: str) -> None:
-        """A turn heard before the server or the client ended it: the engine may read it ahead, but
-        not begin the answer (measured with benchmarks/duplex.py: beginning it made commit -> first
-        audio 441-455 ms p50 against 377-396 without; the turn-based session gains from it)."""
+        """A turn heard before the server or the client ended it: the engine reads it ahead, and with
+        one talker begins the answer (as the turn-based session does)."""
         if self._response is None and not self.closed and not self._typed:
-            await read_ahead(self.engine, self.conversation, self.settings, transcript, begin_answer=False)
+            await read_ahead(self.engine, self.conversation, self.settings, transcript, begin_answer=one_talker())
 
     async def _heard(self, item: Item, transcript: str) -> None:
         item.transcript = transcript

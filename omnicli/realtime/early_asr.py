@@ -134,11 +134,10 @@ class EarlyTranscriber:
     async def take(self, committed: bytes) -> str | None:
         """The transcript of `committed`, if it was heard early and only silence came after."""
         task, heard = self._task, self._heard
-        self.reset(cancel=False)
         if task is None or heard is None or not committed.startswith(heard):
-            if task is not None:
-                task.cancel()
+            self.reset()  # a stale transcript, and the guesses made on it, are called off
             return None
+        self.reset(cancel=False)
         return await task
 
     def reset(self, cancel: bool = True) -> None:
@@ -155,9 +154,13 @@ class EarlyTranscriber:
 
     def _void(self, cancel: bool = True) -> None:
         """Cancelled (new speech, a clear), what was heard is stale: its transcript, and what the
-        engine was offered on it (a thinker writing the answer ahead stops at its next token)."""
+        engine was offered on it (a thinker writing the answer ahead stops at its next token).
+        Not cancelled, a commit took it: what the engine was offered is that turn's answer now,
+        which speech or a clear after the commit must not call off."""
         if cancel:
             for task in [self._task, *self._telling]:
                 if task is not None:
                     task.cancel()
+        else:
+            self._telling = set()
         self._task, self._heard = None, None

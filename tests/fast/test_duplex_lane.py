@@ -240,6 +240,23 @@ def test_a_spoken_question_is_answered_with_speak_before_the_audio(rate):
     assert seqs(seen) == list(range(1, len(seen) + 1))
 
 
+
+def test_a_turn_heard_before_its_end_is_offered_as_the_request_its_answer_makes_and_the_answer_begun():
+    """As in the turn-based session: with one talker the engine may begin the answer in the pause,
+    and the answer then makes the very request it was offered, so it takes over what was begun."""
+    engine = ScriptedEngine(chat=ANSWER)
+
+    async def test(app):
+        socket, _ = await connect(app)
+        await socket.stream(spoken(QUESTION))
+        await socket.until("response.done")
+
+    run(test, engine)
+    (asked,) = [r for r in engine.requests if isinstance(r, ChatRequest)]
+    assert engine.prepared and engine.prepared[-1].messages == asked.messages
+    assert (engine.prepared[-1].max_tokens, engine.prepared[-1].voice) == (asked.max_tokens, asked.voice)
+    assert engine.began_answers[-1] is True
+
 def test_a_pause_that_is_not_a_turn_end_is_answered_with_listen_and_one_answer_follows():
     async def test(app):
         socket, _ = await connect(app)

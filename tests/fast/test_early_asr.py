@@ -187,3 +187,40 @@ def test_what_the_engine_was_offered_is_called_off_when_the_user_goes_on():
             return engine.called_off
 
     assert run(go()) == 1
+
+
+def test_what_the_engine_was_offered_on_a_committed_turn_is_not_called_off_after_the_commit():
+    """The commit took the turn heard early: what was begun on it is that turn's answer now, and
+    neither speech nor a clear after the commit calls it off (the duplex client clears its buffer
+    after the server's own commit)."""
+    class Slow(ScriptedEngine):
+        def __init__(self) -> None:
+            super().__init__(transcripts=["what time is it"])
+            self.began, self.called_off = asyncio.Event(), 0
+
+        async def prepare(self, req, *, begin_answer: bool = False) -> None:
+            await super().prepare(req, begin_answer=begin_answer)
+            self.began.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.called_off += 1
+                raise
+
+    engine = Slow()
+    off = {"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}}
+
+    async def go():
+        async with Session(engine) as s:
+            await s.send(off)
+            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(np.concatenate([spoken(), silence(0.2)]))})
+            await engine.began.wait()
+            await s.send({"type": "input_audio_buffer.commit"})
+            await s.until("input_audio_buffer.committed")
+            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(spoken())})  # the user goes on
+            await s.send({"type": "input_audio_buffer.clear"})
+            await s.until("input_audio_buffer.cleared")
+            await asyncio.sleep(0.2)
+            return engine.called_off
+
+    assert run(go()) == 0
