@@ -155,23 +155,25 @@ def test_a_turn_heard_early_beside_another_session_is_read_but_not_begun():
     assert engine.began_answers == [False, False, True]
 
 
+class Guessing(ScriptedEngine):
+    """Begins an answer when offered a turn and goes on until called off (counted)."""
+
+    def __init__(self) -> None:
+        super().__init__(transcripts=["what time is it"])
+        self.began, self.called_off = asyncio.Event(), 0
+
+    async def prepare(self, req, *, begin_answer: bool = False) -> None:
+        await super().prepare(req, begin_answer=begin_answer)
+        self.began.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.called_off += 1
+            raise
+
 def test_what_the_engine_was_offered_is_called_off_when_the_user_goes_on():
     """New speech after a pause: the turn heard in it is stale, and so is an answer begun on it."""
-    class Slow(ScriptedEngine):
-        def __init__(self) -> None:
-            super().__init__(transcripts=["what time is it"])
-            self.began, self.called_off = asyncio.Event(), 0
-
-        async def prepare(self, req, *, begin_answer: bool = False) -> None:
-            await super().prepare(req, begin_answer=begin_answer)
-            self.began.set()
-            try:
-                await asyncio.sleep(30)
-            except asyncio.CancelledError:
-                self.called_off += 1
-                raise
-
-    engine = Slow()
+    engine = Guessing()
     off = {"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}}
 
     async def go():
@@ -193,21 +195,7 @@ def test_what_the_engine_was_offered_on_a_committed_turn_is_not_called_off_after
     """The commit took the turn heard early: what was begun on it is that turn's answer now, and
     neither speech nor a clear after the commit calls it off (the duplex client clears its buffer
     after the server's own commit)."""
-    class Slow(ScriptedEngine):
-        def __init__(self) -> None:
-            super().__init__(transcripts=["what time is it"])
-            self.began, self.called_off = asyncio.Event(), 0
-
-        async def prepare(self, req, *, begin_answer: bool = False) -> None:
-            await super().prepare(req, begin_answer=begin_answer)
-            self.began.set()
-            try:
-                await asyncio.sleep(30)
-            except asyncio.CancelledError:
-                self.called_off += 1
-                raise
-
-    engine = Slow()
+    engine = Guessing()
     off = {"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}}
 
     async def go():
