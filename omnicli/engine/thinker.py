@@ -184,7 +184,7 @@ class LlamaThinker:
                 if chunker.feed(piece) or len(ahead.pieces) >= _AHEAD_PIECES:
                     break
             else:
-                ahead.ended = not stop.is_set()
+                ahead.ended = True
         except BaseException:
             self._drop_ahead()
             raise

@@ -171,16 +171,21 @@ class Guessing(ScriptedEngine):
             self.called_off += 1
             raise
 
+
+async def guess_begun(s: Session, engine: Guessing) -> None:
+    """A turn heard in a pause (no turn detection: nothing commits it) and its answer begun."""
+    await s.send({"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}})
+    await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(np.concatenate([spoken(), silence(0.2)]))})
+    await engine.began.wait()
+
+
 def test_what_the_engine_was_offered_is_called_off_when_the_user_goes_on():
     """New speech after a pause: the turn heard in it is stale, and so is an answer begun on it."""
     engine = Guessing()
-    off = {"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}}
 
     async def go():
         async with Session(engine) as s:
-            await s.send(off)
-            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(np.concatenate([spoken(), silence(0.2)]))})
-            await engine.began.wait()
+            await guess_begun(s, engine)
             await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(spoken())})  # the user goes on
             for _ in range(100):
                 if engine.called_off:
@@ -196,13 +201,10 @@ def test_what_the_engine_was_offered_on_a_committed_turn_is_not_called_off_after
     neither speech nor a clear after the commit calls it off (the duplex client clears its buffer
     after the server's own commit)."""
     engine = Guessing()
-    off = {"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}}
 
     async def go():
         async with Session(engine) as s:
-            await s.send(off)
-            await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(np.concatenate([spoken(), silence(0.2)]))})
-            await engine.began.wait()
+            await guess_begun(s, engine)
             await s.send({"type": "input_audio_buffer.commit"})
             await s.until("input_audio_buffer.committed")
             await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(spoken())})  # the user goes on
