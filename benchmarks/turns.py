@@ -3,7 +3,8 @@
 Speech from the embedded Piper voice (no sampling noise), fed to `TurnDetector` 40 ms at a time as
 a microphone would. Printed side by side for 500 ms of silence, each semantic eagerness, and what
 omni serve's semantic_vad does (auto, and a turn end Smart Turn calls must also read finished: the
-early Whisper transcript judged by engine/text_turn.py; fed through its input buffer in real time):
+early Whisper transcript judged by engine/text_turn.py; fed through its input buffer in real time,
+with the answer begun in the pause, which such a turn end waits for unless the voice comes back):
 - end of speech -> turn end decision, p50/p90, on finished sentences (the 20 dev sentences and
   benchmarks/talk.py's 10 questions read whole): the silence heard before the decision plus the
   time the deciding call took; how many never ended, and how many ended twice (split) on the way.
@@ -16,11 +17,11 @@ early Whisper transcript judged by engine/text_turn.py; fed through its input bu
   asked (ms of silence) and each cut-off, how many of the 20 sentences read whole are cut at their
   pause, and how many of the 30 finished ones end at that first ask (the rest wait 400 ms more at
   least). The speed goal needs more than half ending there; the cut goal at most one cut.
-Usage: python benchmarks/turns.py [--grid]
+Usage: python benchmarks/turns.py [--grid] [--llm NAME] [--served-only]
 """
 
+import argparse
 import asyncio
-import sys
 import time
 from pathlib import Path
 
@@ -103,24 +104,42 @@ def detected(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
 
 def served(audio: np.ndarray, engine, read_turns: bool = True) -> list[tuple[object, float]]:
     """The same as `run`, but through omni serve's input buffer with semantic_vad (auto), in real
-    time: a stop Smart Turn makes must also read finished (Whisper's early transcript, then
-    engine/text_turn.py), and the time the buffer took to decide counts."""
+    time, as a session uses it: each early transcript is offered to the engine, which begins its
+    answer (one talker); a stop Smart Turn makes must also read finished (Whisper's early
+    transcript, then engine/text_turn.py) and waits for that answer, unless the voice comes back
+    first; each stop commits. The time it took to decide counts."""
     import asyncio
     import base64
 
     from omnicli.audio.pcm import float_to_pcm16
+    from omnicli.realtime.conversation import Conversation
+    from omnicli.realtime.early_asr import one_talker
     from omnicli.realtime.input_buffer import InputBuffer
+    from omnicli.realtime.responses import read_ahead
+    from omnicli.realtime.settings import SessionSettings
 
     async def feed() -> list[tuple[object, float]]:
-        buffer = InputBuffer(engine)
-        buffer.read_turns = read_turns
-        buffer.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
+        buffer, lock, settings = InputBuffer(engine), asyncio.Lock(), SessionSettings("omni-embedded")
         stops, began = [], time.perf_counter()
+
+        async def turns(events) -> None:
+            for event in events:
+                if event.kind == "stopped":
+                    decided = time.perf_counter() - began - (event.ms + event.silence_ms) / 1000
+                    stops.append((event, decided))
+                    await buffer.commit()
+
+        async def tell(transcript: str) -> None:
+            await read_ahead(engine, Conversation(), settings, transcript, begin_answer=one_talker())
+
+        buffer.read_turns = read_turns
+        buffer.on_heard(tell)
+        buffer.on_late_turns(lock, turns)
+        buffer.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
         for index, start in enumerate(range(0, len(audio), FRAME)):
             await asyncio.sleep(max(0.0, began + index * FRAME / RATE - time.perf_counter()))
-            sent = time.perf_counter()
-            turns = await buffer.append(base64.b64encode(float_to_pcm16(audio[start:start + FRAME])).decode())
-            stops += [(e, time.perf_counter() - sent) for e in turns if e.kind == "stopped"]
+            async with lock:
+                await turns(await buffer.append(base64.b64encode(float_to_pcm16(audio[start:start + FRAME])).decode()))
         buffer.close()
         return stops
     return asyncio.run(feed())
@@ -165,6 +184,12 @@ def grid(finished: list[np.ndarray], between_words: list[tuple[np.ndarray, np.nd
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llm", default="smollm2", help="the thinker that begins answers in omni serve's pauses "
+                        "(default smollm2, as benchmarks/latency.py)")
+    parser.add_argument("--served-only", action="store_true", help=f"only the {SERVED!r} row")
+    parser.add_argument("--grid", action="store_true", help="the trade-off behind the eagerness settings")
+    args = parser.parse_args()
     from omnicli.audio import smart_turn
     from omnicli.audio.pcm import resample
     from omnicli.engine.asr import WhisperASR
@@ -181,13 +206,14 @@ def main() -> None:
         halves.append((trimmed(say(" ".join(words[:len(words) // 2]))), trimmed(say(" ".join(words[len(words) // 2:])))))
     smart_turn.load()
 
-    print(f"{len(finished)} finished sentences; {len(dev)} dev sentences with a {PAUSE_S * 1000:.0f} ms pause inside")
+    print(f"{len(finished)} finished sentences; {len(dev)} dev sentences with a {PAUSE_S * 1000:.0f} ms pause inside;"
+          f" omni serve begins answers with {args.llm}")
     print(f"{'rule':<26}{'end of speech -> turn end, ms':>31}{'unended':>9}{'split':>7}{'cut at the pause (of 20)':>27}")
     print(f"{'':<26}{'p50':>15}{'p90':>8}{'':>8}{'':>9}{'':>7}{'read whole':>13}{'two halves':>14}")
     p50s = {}
-    engine = embedded_engine()
-    asyncio.run(engine.transcribe(quiet(1.0), RATE, quick=True))  # Whisper loaded before the clock runs
-    rules = RULES + [(SERVED, {"served": True})]
+    engine = embedded_engine(llm=args.llm)
+    asyncio.run(engine.preload())  # loaded before the clock runs
+    rules = ([] if args.served_only else RULES) + [(SERVED, {"served": True})]
     for name, rule in rules:
         delays, unended, split = [], 0, 0
         for clip in finished:
@@ -209,9 +235,9 @@ def main() -> None:
             cuts.append(cut)
         p50s[name] = percentile(delays, .5)
         print(f"{name:<26}{p50s[name]:>15.0f}{percentile(delays, .9):>8.0f}{'':>8}{unended:>9}{split:>7}{cuts[0]:>13}{cuts[1]:>14}")
-    print(f"({SERVED}: the decision includes waiting for the early transcript, which the answer then does not"
-          " wait for; benchmarks/latency.py --parts talk compares end of speech -> first answer sample)")
-    for name in ("semantic, eagerness auto", SERVED):
+    print(f"({SERVED}: a turn end waits for the answer begun on its words, which could not play sooner;"
+          " benchmarks/latency.py --parts talk compares end of speech -> first answer sample)")
+    for name in [name for name in ("semantic, eagerness auto", SERVED) if name in p50s and "500 ms of silence" in p50s]:
         sooner = p50s["500 ms of silence"] - p50s[name]
         print(f"goal: {name} >= 300 ms sooner than 500 ms of silence: {sooner:.0f} ms sooner; cuts <= 1 of 20")
 
@@ -226,7 +252,7 @@ def main() -> None:
         calls.append(time.perf_counter() - began)
     print(f"Smart Turn per call, ms (one thread): p50 {percentile(calls, .5) * 1000:.0f}, p90 {percentile(calls, .9) * 1000:.0f}"
           f" (features alone p50 {percentile(features, .5) * 1000:.1f}); issue 11 expects 10-65")
-    if "--grid" in sys.argv[1:]:
+    if args.grid:
         grid(finished, between_words)
 
 

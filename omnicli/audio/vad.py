@@ -163,9 +163,16 @@ class TurnDetector:
             load()  # fail now, not at the first pause, when the model is missing
 
     def feed(self, samples: np.ndarray) -> list[TurnEvent]:
+        """The turn events in `samples`; while a stop is pending, none: the audio is held for `confirm`."""
         if self._pending is not None:
-            raise RuntimeError("a pending stop must be confirmed before more audio is fed")
+            self._held += self.vad.chunks(samples)
+            return []
         return self._hear(self.vad.chunks(samples))
+
+    @property
+    def resumed(self) -> bool:
+        """A stop is pending and the voice came back in the audio held since: the pause was inside the turn."""
+        return self._pending is not None and any(prob >= self.threshold for _, prob in self._held)
 
     def confirm(self, ended: bool) -> list[TurnEvent]:
         """Settle the pending stop: the turn ended there, or (False) it goes on. Then the audio
@@ -217,9 +224,17 @@ class TurnDetector:
         return self._position_ms
 
     def end_turn(self) -> None:
-        """The turn was ended from outside (a client's commit took it): whatever follows is a new
-        turn, so the speech already committed is not stopped, and committed, a second time."""
+        """The turn was ended from outside (a client's commit or clear took it): whatever follows is
+        a new turn, so the speech already committed is not stopped, and committed, a second time.
+        A stop still pending is moot, and the audio held since was taken with the turn."""
+        if self._pending is not None:
+            self._position_ms += len(self._held) * CHUNK * 1000 // VAD_RATE
+            self._pending, self._held = None, []
         self.speaking, self._run_ms, self._next_ask_ms = False, 0, self.pause_ms
+
+    @property
+    def pending(self) -> bool:
+        return self._pending is not None
 
     def _semantic_stop(self) -> TurnEvent | None:
         """At each chunk of silence in a turn: a stop, or None while the turn goes on."""

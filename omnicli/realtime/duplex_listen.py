@@ -12,7 +12,7 @@ import numpy as np
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16, pcm16_to_float, resample
 from omnicli.audio.resampler import StreamResampler
-from omnicli.audio.vad import TurnEvent
+from omnicli.audio.vad import TurnDetector, TurnEvent
 from omnicli.engine.base import Engine
 from omnicli.protocol.duplex import INPUT_RATES
 from omnicli.realtime.events import EventError
@@ -37,6 +37,8 @@ class DuplexInput(InputBuffer):
         self._rate = SPEECH_RATE
         self.voiced = False
         """Speech was heard since the last commit or clear."""
+        self._counted: tuple[TurnDetector | None, int] = (None, 0)
+        """Smart Turn's asks already told of (`heard`), by the detector that made them."""
 
     @property
     def voiced_until_ms(self) -> int:
@@ -50,16 +52,23 @@ class DuplexInput(InputBuffer):
             raise EventError(f"sample_rate_hz must be one of {', '.join(map(str, INPUT_RATES))}, got {rate}",
                              "unsupported_audio_format", param="sample_rate_hz")
         self._rate = rate
-        detector = self._detector
-        asked = detector.calls if detector is not None else 0
-        turns = await self.append(audio)
+        return self.heard(await self.append(audio))
+
+    def heard(self, turns: list[TurnEvent]) -> Heard:
+        """`turns` (of an append, or decided later), with the pauses asked about since last time
+        that ended no turn: Smart Turn's "unfinished", or a turn end the words or the voice coming
+        back overruled. A turn end still being decided is not counted yet."""
         if any(turn.kind == "started" for turn in turns):
             self.voiced = True
-        pauses = 0
-        if self._detector is not None and self._detector.semantic:
-            # Every ask that ended no turn (Smart Turn's "unfinished", or a turn end the words overruled)
-            decided = sum(1 for turn in turns if turn.kind == "stopped" and turn.probability is not None)
-            pauses = max(0, self._detector.calls - (asked if detector is self._detector else 0) - decided)
+        detector = self._detector
+        if detector is None or not detector.semantic:
+            return Heard(turns, 0)
+        if detector is not self._counted[0]:
+            self._counted = (detector, 0)
+        deciding = int(self._deciding is not None)
+        decided = sum(1 for turn in turns if turn.kind == "stopped" and turn.probability is not None)
+        pauses = max(0, detector.calls - self._counted[1] - decided - deciding)
+        self._counted = (detector, detector.calls - deciding)
         return Heard(turns, pauses)
 
     def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:  # runs in a worker thread
@@ -75,6 +84,7 @@ class DuplexInput(InputBuffer):
 
     def end_turn(self) -> None:
         """A client's commit ended the turn the detector was still in: it must not end it again."""
+        self.drop_turn_end()
         if self._detector is not None:
             self._detector.end_turn()
         self.voiced = False

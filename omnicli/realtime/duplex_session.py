@@ -19,6 +19,7 @@ import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16
+from omnicli.audio.vad import TurnEvent
 from omnicli.engine.base import Engine
 from omnicli.engine.voices import check_served_voice
 from omnicli.errors import UsageError
@@ -34,7 +35,7 @@ from omnicli.realtime import duplex_overlap
 from omnicli.realtime.conversation import Conversation, Item, new_id
 from omnicli.realtime.duplex_config import DuplexConfig, apply, input_encoding
 from omnicli.realtime.duplex_life import Attachment, Lifeline
-from omnicli.realtime.duplex_listen import DuplexInput, sounds_finished
+from omnicli.realtime.duplex_listen import DuplexInput, Heard, sounds_finished
 from omnicli.realtime.duplex_playback import Ledger
 from omnicli.realtime.duplex_response import DuplexResponse
 from omnicli.realtime.early_asr import one_talker
@@ -65,6 +66,7 @@ class DuplexSession(Lifeline):
         self.conversation = Conversation()
         self.input = DuplexInput(engine)
         self.input.on_heard(self._read_ahead)
+        self.input.on_late_turns(self._lock, self._late_turns)
         self._response: asyncio.Task | None = None
         self._current: DuplexResponse | None = None
         self._ledgers: dict[str, Ledger] = {}
@@ -174,6 +176,7 @@ class DuplexSession(Lifeline):
                     raise EventError("input.text.append needs non-empty 'text'", ErrorCode.INVALID_EVENT, param="text")
                 self._typed.append(text.strip())
             case ClientEvent.INPUT_CLEAR | ClientEvent.INPUT_CANCEL:
+                self.input.drop_turn_end()
                 self.input.clear()
                 self._typed = []
                 self._overlap_from = None
@@ -222,7 +225,14 @@ class DuplexSession(Lifeline):
         rate = event.get("sample_rate_hz") or self.config.input_rate
         if (input_encoding(event.get("format"), "format") or self.config.input_format) == "pcm_f32le":
             audio = _f32le_as_pcm16(audio)
-        heard = await self.input.hear(audio, rate)
+        await self._listened(await self.input.hear(audio, rate))
+
+    async def _late_turns(self, turns: list[TurnEvent]) -> None:
+        """A turn end decided after its append (`InputBuffer.on_late_turns`)."""
+        await self._listened(self.input.heard(turns))
+
+    async def _listened(self, heard: Heard) -> None:
+        """What the input buffer heard: pauses that ended no turn, turns started and ended."""
         if heard.unfinished_pauses and self._overlap_from is None and self._response is None:
             await self._listen("turn_incomplete")
         for turn in heard.turns:

@@ -1,6 +1,8 @@
 """The input audio buffer: PCM16 the client appended and has not committed, and the turns that
 turn detection (server_vad: silence; semantic_vad: Smart Turn after a pause, then the words heard
-so far, engine/text_turn.py) hears in it.
+so far, engine/text_turn.py) hears in it. A session lets a semantic turn end be decided while the
+audio keeps coming (`on_late_turns`): it waits for the answer begun in the pause, and the voice
+coming back first keeps the turn whole.
 
 The CPU work of an append (base64, PCM conversion, both VADs) runs in a worker thread, so a
 14 MiB append does not stall other sessions or /health; the session handles one event at a time,
@@ -11,6 +13,7 @@ was (re)configured, as OpenAI's `audio_start_ms`/`audio_end_ms` count them.
 import asyncio
 import base64
 import binascii
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -36,6 +39,9 @@ _KEEP_BETWEEN_TURNS_MS = 200
 """Between turns the buffer keeps a coming turn's prefix padding and this much more."""
 _SEMANTIC_PADDING_MS = 300
 """semantic_vad has no `prefix_padding_ms`; its turns keep server_vad's default."""
+_ANSWER_WAIT_S = 1.0
+"""A turn end decided late waits at most this long for the answer begun on its words (the first
+piece takes ~0.4 s on two cores): meanwhile no silence is counted towards the ceiling."""
 
 
 def decode_pcm16(audio: str, param: str = "audio") -> bytes:
@@ -78,21 +84,38 @@ class InputBuffer:
         self._turn = 0
         """Counts commits and clears: a transcript heard before one is not read ahead after it."""
         self._tell: Callable[[str], Awaitable[None]] | None = None
+        self._told: tuple[str, asyncio.Future] | None = None
+        """The transcript the engine was last told, and its telling (done once it was read ahead)."""
+        self._late: tuple[asyncio.Lock, Callable[[list[TurnEvent]], Awaitable[None]]] | None = None
+        self._deciding: asyncio.Task | None = None
+        """A turn end Smart Turn called, waiting for its words and its answer (see `on_late_turns`)."""
 
     def on_heard(self, tell: Callable[[str], Awaitable[None]]) -> None:
-        """`tell` gets each transcript heard before a commit, as it is ready (with semantic_vad,
-        once its words are read)."""
+        """`tell` gets each transcript heard before a commit, as it is ready."""
         self._tell = tell
 
+    def on_late_turns(self, lock: asyncio.Lock, handle: Callable[[list[TurnEvent]], Awaitable[None]]) -> None:
+        """Let a turn end Smart Turn calls be decided while more audio comes in: `append` returns
+        without it, and once its words are read (and the answer begun on them is ready: it could
+        not play any sooner) `handle` gets the turns that follow, under `lock` (the session's own:
+        no event is carried out meanwhile). Should the voice come back first, the pause was inside
+        the turn, which goes on: a sentence with a pause in it is not cut for want of an answer."""
+        self._late = (lock, handle)
+
     async def _heard_early(self, transcript: str) -> None:
-        """An early transcript is ready. With semantic_vad its words are read at once, so a turn end
-        Smart Turn calls mostly finds them read; then the thinker may read the turn ahead (one model
-        after the other: two at once on two cores slow both)."""
+        """An early transcript is ready: the thinker may read the turn ahead, and begin its answer.
+        With semantic_vad the words are read after that (one model after the other: two at once on
+        two cores slow both): a turn end Smart Turn calls waits for both (`_reads_finished`)."""
         turn = self._turn
-        if self._reads_words():
+        if self._tell is not None:
+            telling = asyncio.get_running_loop().create_future()
+            self._told = (transcript, telling)
+            try:
+                await self._tell(transcript)
+            finally:
+                telling.set_result(None)
+        if turn == self._turn and self._reads_words():
             await self._reads(transcript)
-        if turn == self._turn and self._tell is not None:
-            await self._tell(transcript)
 
     def _reads_words(self) -> bool:
         return self._detector is not None and self._detector.confirm_stops
@@ -112,8 +135,18 @@ class InputBuffer:
 
     def detect_turns(self, detection: dict | None) -> None:
         """(Re)configure server VAD; positions count from here."""
+        self.drop_turn_end()
         self._detection = detection
         self._detector = None
+
+    def drop_turn_end(self) -> None:
+        """The client committed or cleared the turn itself (or the detector goes): a turn end still
+        being decided is moot, and what follows is a new turn."""
+        if self._deciding is not None:
+            self._deciding.cancel()
+            self._deciding = None
+            if self._detector is not None:
+                self._detector.end_turn()
 
     @property
     def speaking(self) -> bool:
@@ -123,19 +156,55 @@ class InputBuffer:
         """Add base64 PCM16; the turns server VAD heard in it (none without turn detection)."""
         verdicts, turns = await asyncio.to_thread(self._append, audio)
         self._early.act(verdicts, self.pcm)
+        if self._deciding is not None and self._detector is not None and self._detector.resumed:
+            self._deciding.cancel()  # the user went on before the turn end was decided
+            self._deciding = None
+            turns += await self._confirm(False)
+        return await self._decide(turns)
+
+    async def _decide(self, turns: list[TurnEvent]) -> list[TurnEvent]:
+        """`turns`, a stop pending at their end decided now, or later (`on_late_turns`)."""
         while turns and turns[-1].pending:
             stop = turns.pop()
-            ended = await self._reads_finished()
-            if ended:
-                turns.append(replace(stop, pending=False))
-            assert self._detector is not None
-            turns += await asyncio.to_thread(self._detector.confirm, ended)
+            if self._late is not None:
+                self._deciding = asyncio.create_task(self._decide_late(stop))
+                break
+            turns += await self._confirm(await self._reads_finished(), stop)
         return turns
+
+    async def _decide_late(self, stop: TurnEvent) -> None:
+        assert self._late is not None
+        lock, handle = self._late
+        try:
+            ended = await self._reads_finished()
+            async with lock:
+                if self._deciding is not asyncio.current_task():
+                    return  # moot meanwhile: the voice came back, or the client took the turn
+                self._deciding = None
+                assert self._detector is not None
+                turns = await self._decide(await self._confirm(ended and not self._detector.resumed, stop))
+                await handle(turns)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - nobody awaits this task: the session must hear of no crash
+            log.exception("realtime: deciding a turn end failed")
+
+    async def _confirm(self, ended: bool, stop: TurnEvent | None = None) -> list[TurnEvent]:
+        """The pending stop settled: the stop if the turn ended there, then what the audio held
+        behind it holds (CPU work: Smart Turn may be asked again)."""
+        assert self._detector is not None
+        turns = [replace(stop, pending=False)] if ended and stop is not None else []
+        return turns + await asyncio.to_thread(self._detector.confirm, ended)
 
     async def _reads_finished(self) -> bool:
         """Smart Turn called a pause the end of the turn: do the words say so too? The transcript
-        is the early one the commit would wait for anyway, and mostly read already."""
-        return await self._reads(await self._early.now(self.pcm) or "")
+        is the early one the commit would wait for anyway. Decided late, the answer begun on it
+        comes first: it is what the listener waits for, and a commit could not play it sooner."""
+        transcript = await self._early.now(self.pcm) or ""
+        if self._late is not None and self._told is not None and self._told[0] == transcript:
+            with contextlib.suppress(TimeoutError):  # a turn end is never held up for long by a guess
+                await asyncio.wait_for(asyncio.shield(self._told[1]), _ANSWER_WAIT_S)
+        return await self._reads(transcript)
 
     def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:
         data = decode_pcm16(audio)
@@ -173,7 +242,7 @@ class InputBuffer:
 
     def settle(self) -> None:
         """Between turns keep only what a coming turn's padding could need."""
-        if self._detection is not None and not self.speaking:
+        if self._detection is not None and not self.speaking and self._deciding is None:
             padding = self._detection.get("prefix_padding_ms", _SEMANTIC_PADDING_MS)
             self.drop_before(self._heard_ms - padding - _KEEP_BETWEEN_TURNS_MS)
 
@@ -197,4 +266,5 @@ class InputBuffer:
             self._early.reset()
 
     def close(self) -> None:
+        self.drop_turn_end()
         self._early.close()

@@ -32,6 +32,7 @@ from openai.types.realtime import (
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
+from omnicli.audio.vad import TurnEvent
 from omnicli.engine.base import Engine
 from omnicli.engine.voices import check_served_voice
 from omnicli.errors import OmniError, UsageError
@@ -64,6 +65,7 @@ class RealtimeSession:
         self.settings = SessionSettings(model_id)
         self.input = InputBuffer(engine)
         self.input.on_heard(self._read_ahead)
+        self.input.on_late_turns(self._one_event_at_a_time, self._turns)
         self._speech_item_id: str | None = None
         self._response: asyncio.Task | None = None
         self._current: Response | None = None
@@ -118,8 +120,10 @@ class RealtimeSession:
             case InputAudioBufferCommitEvent():
                 if not self.input.pcm:
                     raise EventError("the input audio buffer is empty", "input_audio_buffer_commit_empty")
+                self.input.drop_turn_end()
                 await self._commit(new_id("item"))
             case InputAudioBufferClearEvent():
+                self.input.drop_turn_end()
                 self.input.clear()
                 await self.emit("input_audio_buffer.cleared")
             case ConversationItemCreateEvent():
@@ -163,8 +167,12 @@ class RealtimeSession:
     # ---- input audio ---------------------------------------------------------------------
 
     async def _append(self, audio: str) -> None:
+        await self._turns(await self.input.append(audio))
+
+    async def _turns(self, turns: list[TurnEvent]) -> None:
+        """What turn detection heard: in an append, or decided later (`InputBuffer.on_late_turns`)."""
         detection = self.settings.turn_detection
-        for turn in await self.input.append(audio):
+        for turn in turns:
             if turn.kind == "started":
                 self.input.drop_before(turn.ms)
                 self._speech_item_id = new_id("item")

@@ -287,6 +287,32 @@ def test_a_turn_end_the_words_overrule_is_answered_with_listen_and_the_turn_goes
     assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
 
 
+class SlowToBegin(ScriptedEngine):
+    """Takes a second to begin an answer in the pause (the thinker's first words, the first piece)."""
+
+    async def prepare(self, req, *, begin_answer: bool = False) -> None:
+        await super().prepare(req, begin_answer=begin_answer)
+        await asyncio.sleep(1.0)
+
+
+def test_the_voice_coming_back_while_a_turn_end_waits_for_its_answer_keeps_the_turn_whole():
+    """Smart Turn calls the question finished at the 400 ms pause and the words read finished, but
+    the answer begun on them is not ready when the follow-up starts: the pause was inside the turn
+    (listen), and the one turn is answered once."""
+    engine = SlowToBegin(chat=ANSWER, transcripts=["What is the capital of France?"])
+
+    async def test(app):
+        socket, _ = await connect(app)
+        await socket.stream(paused(QUESTION, "What is the capital of Spain?", pause_s=0.4))
+        await socket.until("response.done")
+        return socket.kinds()
+
+    kinds = run(test, engine)
+    assert "response.listen" in kinds
+    assert kinds.index("response.listen") < kinds.index("input_audio_buffer.speech_stopped")
+    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
+
+
 def test_a_commit_that_leaves_it_to_the_server_listens_to_silence_and_answers_a_finished_question():
     async def test(app):
         socket, _ = await connect(app, {"turn_detection": {"type": "server_vad", "silence_duration_ms": 5000}})

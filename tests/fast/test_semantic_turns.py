@@ -2,6 +2,7 @@
 echoed, refused) and the TurnDetector's semantic mode, on real Silero and the real Smart Turn model
 hearing real (Piper) speech. Assertions are on which turn ends happen and their order."""
 
+import asyncio
 import hashlib
 
 import numpy as np
@@ -191,8 +192,8 @@ def test_a_confirmed_stop_stands_and_the_audio_held_behind_it_is_heard_next():
     started, stop = detector.feed(audio)  # all of it at once: what follows the stop waits
     assert (started.kind, stop.kind, stop.pending) == ("started", "stopped", True)
     assert stop.silence_ms == detector.pause_ms and detector.calls == 1
-    with pytest.raises(RuntimeError, match="confirmed"):
-        detector.feed(silence(0.1))
+    assert detector.pending and detector.resumed  # the follow-up is held behind the stop: the voice came back
+    assert detector.feed(silence(0.1)) == []  # held too
     again, second = detector.confirm(True)
     assert (again.kind, second.kind, second.pending) == ("started", "stopped", True)
     assert again.ms > stop.ms
@@ -225,18 +226,31 @@ def test_the_words_heard_so_far_read_finished_or_not():
     assert sentence_end_probability(" ...  ") == 1.0  # no words: the audio decides
 
 
+async def _append_all(s: Session, audio: np.ndarray) -> None:
+    for start in range(0, len(audio), 960):
+        await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 960])})
+
+
+def _at_the_pause(audio: np.ndarray) -> int:
+    """Where FOLLOW_UP begins in `paused(QUESTION, FOLLOW_UP, pause_s=0.4)`."""
+    return int(1.4 * SPEECH_RATE) + len(say(QUESTION))
+
+
 def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that_reads_finished():
     """The same audio, a question, a 400 ms pause and a follow-up (Smart Turn calls the pause the end
-    of the turn); the scripted transcript of what was heard decides."""
+    of the turn), the follow-up sent once the pause's turn end is decided; the scripted transcript
+    of what was heard decides."""
     async def committed(transcript: str, eagerness: str = "auto") -> int:
         async with Session(ScriptedEngine(transcripts=[transcript])) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": eagerness, "create_response": False}))
             await s.until("session.updated")
             mark = len(s.seen)
             audio = paused(QUESTION, FOLLOW_UP, pause_s=0.4)
-            for start in range(0, len(audio), 960):
-                await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 960])})
-            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all appends carried out
+            await _append_all(s, audio[:_at_the_pause(audio)])
+            await asyncio.sleep(1.0)  # reading the words takes ~0.1 s
+            await _append_all(s, audio[_at_the_pause(audio):])
+            await asyncio.sleep(1.0)
+            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all events carried out
             return [e["type"] for e in s.seen[mark:]].count("input_audio_buffer.committed")
 
     assert run(committed("What is the capital of")) == 1
@@ -244,10 +258,70 @@ def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that
     assert run(committed("What is the capital of", "high")) == 2  # high: the soonest turn end, audio alone
 
 
-def test_semantic_vad_reads_the_words_once_as_soon_as_they_are_heard_and_only_then_reads_the_turn_ahead(monkeypatch):
-    """The early transcript's words are read when it is ready, not when Smart Turn's turn end asks
-    for them (that finds them read: once per transcript), and the thinker is offered the turn
-    after them, never beside them."""
+class SlowToBegin(ScriptedEngine):
+    """Begins an answer in `seconds` (the thinker's first words and the talker's first piece)."""
+
+    def __init__(self, seconds: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.seconds = seconds
+        self.begun: list[str] = []
+        self.watch: list[dict] = []
+        self.committed_when_begun: list[int] = []
+
+    async def prepare(self, req, *, begin_answer: bool = False) -> None:
+        await super().prepare(req, begin_answer=begin_answer)
+        await asyncio.sleep(self.seconds)
+        self.begun.append(req.messages[-1].text)
+        self.committed_when_begun.append([e["type"] for e in self.watch].count("input_audio_buffer.committed"))
+
+
+def test_a_semantic_turn_end_waits_for_the_answer_begun_on_its_words():
+    """It could not be played any sooner: the commit comes once the answer's first piece is ready."""
+    heard = "What is the capital of France?"
+
+    async def go():
+        engine = SlowToBegin(0.6, transcripts=[heard])
+        async with Session(engine) as s:
+            engine.watch = s.seen
+            await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
+            await s.until("session.updated")
+            await _append_all(s, spoken(QUESTION, tail_s=1.0))
+            await s.until("input_audio_buffer.committed")
+            return engine
+
+    engine = run(go())
+    assert engine.begun == [heard] and engine.began_answers == [True]
+    assert engine.committed_when_begun == [0]
+
+
+def test_the_voice_coming_back_before_a_turn_end_is_decided_keeps_the_sentence_whole():
+    """A 400 ms pause Smart Turn calls the end, words that read finished, but the follow-up comes
+    while the answer to the first half is still being begun: one turn, not two, and the answer
+    begun on the half is called off."""
+    async def go():
+        engine = SlowToBegin(1.0, transcripts=["What is the capital of France?", "What is the capital of France? What is the capital of Spain?"])
+        async with Session(engine) as s:
+            engine.watch = s.seen
+            await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
+            await s.until("session.updated")
+            mark = len(s.seen)
+            await _append_all(s, paused(QUESTION, FOLLOW_UP, pause_s=0.4, tail_s=1.0))
+            committed = await s.until("input_audio_buffer.committed")
+            await asyncio.sleep(0.5)
+            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all events carried out
+            return engine, committed, s.kinds(mark)
+
+    engine, committed, kinds = run(go())
+    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("input_audio_buffer.speech_stopped") == 1
+    assert kinds.count("input_audio_buffer.speech_started") == 1
+    assert engine.begun == ["What is the capital of France? What is the capital of Spain?"]  # the half's was called off
+    assert len(engine.prepared) == 2
+
+
+def test_semantic_vad_reads_the_turn_ahead_then_its_words_once(monkeypatch):
+    """The early transcript is offered to the thinker as soon as it is ready (the answer's first words
+    are what the listener waits for), its words are read after that, never beside it, and once:
+    the turn end Smart Turn calls finds them read."""
     from omnicli.engine import text_turn
 
     done: list[tuple[str, str]] = []
@@ -269,13 +343,11 @@ def test_semantic_vad_reads_the_words_once_as_soon_as_they_are_heard_and_only_th
         async with Session(Ahead(transcripts=[heard])) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
-            audio = np.concatenate([spoken(QUESTION), silence(0.6)])
-            for start in range(0, len(audio), 960):
-                await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 960])})
+            await _append_all(s, np.concatenate([spoken(QUESTION), silence(0.6)]))
             await s.until("input_audio_buffer.committed")
 
     run(go())
-    assert done == [("read", heard), ("ahead", heard)]
+    assert done == [("ahead", heard), ("read", heard)]
 
 
 def test_semantic_mode_leaves_starts_alone_and_rejects_an_unknown_eagerness():
