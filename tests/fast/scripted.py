@@ -131,3 +131,22 @@ class ScriptedEngine(Engine):
 
     async def aclose(self) -> None:
         self.closed += 1
+
+
+class SlowToBegin(ScriptedEngine):
+    """Takes `seconds` to begin an answer in the pause (the thinker's first words, the first piece);
+    `begun` lists the turns it did begin, and `watch` (a session's events) how many commits had
+    been seen by then."""
+
+    def __init__(self, seconds: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.seconds = seconds
+        self.begun: list[str] = []
+        self.watch: list[dict] = []
+        self.committed_when_begun: list[int] = []
+
+    async def prepare(self, req, *, begin_answer: bool = False) -> None:
+        await super().prepare(req, begin_answer=begin_answer)
+        await asyncio.sleep(self.seconds)
+        self.begun.append(req.messages[-1].text)
+        self.committed_when_begun.append([e["type"] for e in self.watch].count("input_audio_buffer.committed"))

@@ -16,7 +16,7 @@ from omnicli.engine.base import ChatRequest
 from omnicli.protocol.duplex import Capabilities
 from omnicli.server.app import create_app
 
-from scripted import Hold, ScriptedEngine, answer, tone
+from scripted import Hold, ScriptedEngine, SlowToBegin, answer, tone
 from turn_speech import QUESTION, UNFINISHED, paused, quiet, say, spoken
 
 SAFETY_S = 30
@@ -270,40 +270,23 @@ def test_a_pause_that_is_not_a_turn_end_is_answered_with_listen_and_one_answer_f
     assert kinds.count("response.created") == 1 and kinds.count("input_audio_buffer.committed") == 1
 
 
-def test_a_turn_end_the_words_overrule_is_answered_with_listen_and_the_turn_goes_on():
-    """Smart Turn calls the question finished at the 400 ms pause; the transcript (scripted) does
-    not read finished, so the pause is one inside the turn."""
-    engine = ScriptedEngine(chat=ANSWER, transcripts=["What is the capital of"])
+@pytest.mark.parametrize("heard, begin_s, wait_s", [
+    ("What is the capital of", 0.0, 1.0),  # the words overrule (the follow-up comes after they are read)
+    ("What is the capital of France?", 1.0, 0.0),  # the voice comes back before the answer is begun
+])
+def test_a_turn_end_the_words_or_the_voice_coming_back_overrule_is_answered_with_listen_and_the_turn_goes_on(heard, begin_s, wait_s):
+    """Smart Turn calls the question finished at the 400 ms pause, but the transcript (scripted) does
+    not read finished, or it does and the follow-up comes while the answer begun on it is not ready:
+    the pause is one inside the turn, which is answered once."""
+    engine = SlowToBegin(begin_s, chat=ANSWER, transcripts=[heard])
+    audio = paused(QUESTION, "What is the capital of Spain?", pause_s=0.4)
+    resumes = int(1.4 * SPEECH_RATE) + len(say(QUESTION))
 
     async def test(app):
         socket, _ = await connect(app)
-        await socket.stream(paused(QUESTION, "What is the capital of Spain?", pause_s=0.4))
-        await socket.until("response.done")
-        return socket.kinds()
-
-    kinds = run(test, engine)
-    assert "response.listen" in kinds
-    assert kinds.index("response.listen") < kinds.index("input_audio_buffer.speech_stopped")
-    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
-
-
-class SlowToBegin(ScriptedEngine):
-    """Takes a second to begin an answer in the pause (the thinker's first words, the first piece)."""
-
-    async def prepare(self, req, *, begin_answer: bool = False) -> None:
-        await super().prepare(req, begin_answer=begin_answer)
-        await asyncio.sleep(1.0)
-
-
-def test_the_voice_coming_back_while_a_turn_end_waits_for_its_answer_keeps_the_turn_whole():
-    """Smart Turn calls the question finished at the 400 ms pause and the words read finished, but
-    the answer begun on them is not ready when the follow-up starts: the pause was inside the turn
-    (listen), and the one turn is answered once."""
-    engine = SlowToBegin(chat=ANSWER, transcripts=["What is the capital of France?"])
-
-    async def test(app):
-        socket, _ = await connect(app)
-        await socket.stream(paused(QUESTION, "What is the capital of Spain?", pause_s=0.4))
+        await socket.stream(audio[:resumes])
+        await asyncio.sleep(wait_s)
+        await socket.stream(audio[resumes:])
         await socket.until("response.done")
         return socket.kinds()
 

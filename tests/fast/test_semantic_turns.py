@@ -14,7 +14,7 @@ from omnicli.audio.vad import SEMANTIC_REASK_MS, TurnDetector
 from omnicli.errors import OmniError
 
 from realtime_harness import Session, pcm_b64, run, silence, speech
-from scripted import ScriptedEngine, answer
+from scripted import ScriptedEngine, SlowToBegin, answer
 from turn_speech import QUESTION, UNFINISHED, paused, say, spoken
 
 SEMANTIC = {"type": "semantic_vad", "eagerness": "auto", "create_response": True, "interrupt_response": True}
@@ -258,23 +258,6 @@ def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that
     assert run(committed("What is the capital of", "high")) == 2  # high: the soonest turn end, audio alone
 
 
-class SlowToBegin(ScriptedEngine):
-    """Begins an answer in `seconds` (the thinker's first words and the talker's first piece)."""
-
-    def __init__(self, seconds: float, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.seconds = seconds
-        self.begun: list[str] = []
-        self.watch: list[dict] = []
-        self.committed_when_begun: list[int] = []
-
-    async def prepare(self, req, *, begin_answer: bool = False) -> None:
-        await super().prepare(req, begin_answer=begin_answer)
-        await asyncio.sleep(self.seconds)
-        self.begun.append(req.messages[-1].text)
-        self.committed_when_begun.append([e["type"] for e in self.watch].count("input_audio_buffer.committed"))
-
-
 def test_a_semantic_turn_end_waits_for_the_answer_begun_on_its_words():
     """It could not be played any sooner: the commit comes once the answer's first piece is ready."""
     heard = "What is the capital of France?"
@@ -292,6 +275,21 @@ def test_a_semantic_turn_end_waits_for_the_answer_begun_on_its_words():
     engine = run(go())
     assert engine.begun == [heard] and engine.began_answers == [True]
     assert engine.committed_when_begun == [0]
+
+
+def test_an_answer_that_never_gets_begun_holds_a_semantic_turn_end_up_for_a_second_at_most():
+    heard = "What is the capital of France?"
+
+    async def go():
+        engine = SlowToBegin(60.0, transcripts=[heard])
+        async with Session(engine) as s:
+            await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
+            await s.until("session.updated")
+            await _append_all(s, spoken(QUESTION, tail_s=1.0))
+            return await asyncio.wait_for(s.until("input_audio_buffer.committed"), 5.0), engine
+
+    committed, engine = run(go())
+    assert committed["item_id"] and engine.began_answers == [True] and engine.begun == []
 
 
 def test_the_voice_coming_back_before_a_turn_end_is_decided_keeps_the_sentence_whole():
