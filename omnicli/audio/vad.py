@@ -5,6 +5,7 @@ after a fixed silence, or (semantic) after a short pause that Smart Turn judges 
 The server's `turn_detection` (server_vad, semantic_vad) and `omni talk --vad client|smart` use them.
 """
 
+import math
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -171,8 +172,16 @@ class TurnDetector:
 
     @property
     def resumed(self) -> bool:
-        """A stop is pending and the voice came back in the audio held since: the pause was inside the turn."""
-        return self._pending is not None and any(prob >= self.threshold for _, prob in self._held)
+        """A stop is pending and the voice came back in the audio held since (as long as starts a
+        turn, so a click or a breath does not count): the pause was inside the turn."""
+        if self._pending is None:
+            return False
+        needed, run = math.ceil(self.min_speech_ms / (CHUNK * 1000 / VAD_RATE)), 0
+        for _, prob in self._held:
+            run = run + 1 if prob >= self.threshold else 0
+            if run >= needed:
+                return True
+        return False
 
     def confirm(self, ended: bool) -> list[TurnEvent]:
         """Settle the pending stop: the turn ended there, or (False) it goes on. Then the audio
@@ -234,6 +243,7 @@ class TurnDetector:
 
     @property
     def pending(self) -> bool:
+        """A stop waits for `confirm`."""
         return self._pending is not None
 
     def _semantic_stop(self) -> TurnEvent | None:

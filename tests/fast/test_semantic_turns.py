@@ -202,6 +202,16 @@ def test_a_confirmed_stop_stands_and_the_audio_held_behind_it_is_heard_next():
         detector.confirm(True)
 
 
+def test_the_voice_comes_back_behind_a_pending_stop_only_as_long_as_a_turn_starts():
+    detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
+    _, stop = detector.feed(spoken(QUESTION, tail_s=0.3))
+    assert stop.pending and not detector.resumed
+    detector.feed(np.concatenate([say(FOLLOW_UP)[:int(0.05 * SPEECH_RATE)], silence(0.2)]))  # a click of voice
+    assert not detector.resumed
+    detector.feed(say(FOLLOW_UP))
+    assert detector.resumed
+
+
 def test_an_overruled_stop_goes_on_into_one_turn_and_only_first_asks_wait_for_a_second_opinion():
     detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
     _, stop = detector.feed(paused(QUESTION, FOLLOW_UP, pause_s=0.4, tail_s=0.3))
