@@ -179,10 +179,9 @@ class InputBuffer:
             ended = await self._reads_finished()
             async with lock:
                 if self._deciding is not asyncio.current_task():
-                    return  # moot meanwhile: the voice came back, or the client took the turn
+                    return  # moot meanwhile: the voice came back (`append`), or the client took the turn
                 self._deciding = None
-                assert self._detector is not None
-                turns = await self._decide(await self._confirm(ended and not self._detector.resumed, stop))
+                turns = await self._decide(await self._confirm(ended, stop))
                 await handle(turns)
         except asyncio.CancelledError:
             raise
