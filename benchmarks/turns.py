@@ -119,7 +119,7 @@ def served(audio: np.ndarray, engine, read_turns: bool = True) -> list[tuple[obj
     from omnicli.realtime.settings import SessionSettings
 
     async def feed() -> list[tuple[object, float]]:
-        buffer, lock, settings = InputBuffer(engine), asyncio.Lock(), SessionSettings("omni-embedded")
+        lock, settings = asyncio.Lock(), SessionSettings("omni-embedded")
         stops, began = [], time.perf_counter()
 
         async def turns(events) -> None:
@@ -132,9 +132,9 @@ def served(audio: np.ndarray, engine, read_turns: bool = True) -> list[tuple[obj
         async def tell(transcript: str) -> None:
             await read_ahead(engine, Conversation(), settings, transcript, begin_answer=one_talker())
 
+        buffer = InputBuffer(engine, lock, turns)
         buffer.read_turns = read_turns
         buffer.on_heard(tell)
-        buffer.on_late_turns(lock, turns)
         buffer.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
         for index, start in enumerate(range(0, len(audio), FRAME)):
             await asyncio.sleep(max(0.0, began + index * FRAME / RATE - time.perf_counter()))

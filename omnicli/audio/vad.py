@@ -241,11 +241,6 @@ class TurnDetector:
             self._pending, self._held = None, []
         self.speaking, self._run_ms, self._next_ask_ms = False, 0, self.pause_ms
 
-    @property
-    def pending(self) -> bool:
-        """A stop waits for `confirm`."""
-        return self._pending is not None
-
     def _semantic_stop(self) -> TurnEvent | None:
         """At each chunk of silence in a turn: a stop, or None while the turn goes on."""
         probability = None

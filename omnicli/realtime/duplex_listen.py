@@ -5,6 +5,7 @@ Turn judged unfinished (the server answers `response.listen`) from a turn end.
 
 import asyncio
 import base64
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +32,8 @@ class Heard:
 
 
 class DuplexInput(InputBuffer):
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
+    def __init__(self, engine: Engine, lock: asyncio.Lock, on_late_turns: Callable[[list[TurnEvent]], Awaitable[None]]) -> None:
+        super().__init__(engine, lock, on_late_turns)
         self._resamplers: dict[int, StreamResampler] = {}
         self._rate = SPEECH_RATE
         self.voiced = False

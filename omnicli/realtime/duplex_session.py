@@ -64,9 +64,8 @@ class DuplexSession(Lifeline):
             self.config.turn_detection = dict(SERVER_VAD_DEFAULTS)
         self.settings = SessionSettings(model_id)
         self.conversation = Conversation()
-        self.input = DuplexInput(engine)
+        self.input = DuplexInput(engine, self._lock, self._late_turns)
         self.input.on_heard(self._read_ahead)
-        self.input.on_late_turns(self._lock, self._late_turns)
         self._response: asyncio.Task | None = None
         self._current: DuplexResponse | None = None
         self._ledgers: dict[str, Ledger] = {}
@@ -228,7 +227,7 @@ class DuplexSession(Lifeline):
         await self._listened(await self.input.hear(audio, rate))
 
     async def _late_turns(self, turns: list[TurnEvent]) -> None:
-        """A turn end decided after its append (`InputBuffer.on_late_turns`)."""
+        """A turn end decided after its append (`InputBuffer`)."""
         await self._listened(self.input.heard(turns))
 
     async def _listened(self, heard: Heard) -> None:

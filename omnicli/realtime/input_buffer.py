@@ -1,7 +1,7 @@
 """The input audio buffer: PCM16 the client appended and has not committed, and the turns that
 turn detection (server_vad: silence; semantic_vad: Smart Turn after a pause, then the words heard
 so far, engine/text_turn.py) hears in it. A session lets a semantic turn end be decided while the
-audio keeps coming (`on_late_turns`): it waits for the answer begun in the pause, and the voice
+audio keeps coming (`InputBuffer`): it waits for the answer begun in the pause, and the voice
 coming back first keeps the turn whole.
 
 The CPU work of an append (base64, PCM conversion, both VADs) runs in a worker thread, so a
@@ -66,7 +66,12 @@ class Committed:
 
 
 class InputBuffer:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, lock: asyncio.Lock, on_late_turns: Callable[[list[TurnEvent]], Awaitable[None]]) -> None:
+        """A turn end Smart Turn calls is decided while more audio comes in: `append` returns
+        without it, and once its words are read (and the answer begun on them is ready: it could
+        not play any sooner) `on_late_turns` gets the turns that follow, under `lock` (the session's
+        own: no event is carried out meanwhile). Should the voice come back first, the pause was
+        inside the turn, which goes on: a sentence with a pause in it is not cut for want of an answer."""
         self.pcm = bytearray()
         self._start_ms = 0
         """Where `pcm` starts, in the audio heard since turn detection was configured."""
@@ -86,21 +91,13 @@ class InputBuffer:
         self._tell: Callable[[str], Awaitable[None]] | None = None
         self._told: tuple[str, asyncio.Future] | None = None
         """The transcript the engine was last told, and its telling (done once it was read ahead)."""
-        self._late: tuple[asyncio.Lock, Callable[[list[TurnEvent]], Awaitable[None]]] | None = None
+        self._lock, self._on_late_turns = lock, on_late_turns
         self._deciding: asyncio.Task | None = None
-        """A turn end Smart Turn called, waiting for its words and its answer (see `on_late_turns`)."""
+        """A turn end Smart Turn called, waiting for its words and its answer."""
 
     def on_heard(self, tell: Callable[[str], Awaitable[None]]) -> None:
         """`tell` gets each transcript heard before a commit, as it is ready."""
         self._tell = tell
-
-    def on_late_turns(self, lock: asyncio.Lock, handle: Callable[[list[TurnEvent]], Awaitable[None]]) -> None:
-        """Let a turn end Smart Turn calls be decided while more audio comes in: `append` returns
-        without it, and once its words are read (and the answer begun on them is ready: it could
-        not play any sooner) `handle` gets the turns that follow, under `lock` (the session's own:
-        no event is carried out meanwhile). Should the voice come back first, the pause was inside
-        the turn, which goes on: a sentence with a pause in it is not cut for want of an answer."""
-        self._late = (lock, handle)
 
     async def _heard_early(self, transcript: str) -> None:
         """An early transcript is ready: the thinker may read the turn ahead, and begin its answer.
@@ -160,29 +157,23 @@ class InputBuffer:
             self._deciding.cancel()  # the user went on before the turn end was decided
             self._deciding = None
             turns += await self._confirm(False)
-        return await self._decide(turns)
+        return self._decide(turns)
 
-    async def _decide(self, turns: list[TurnEvent]) -> list[TurnEvent]:
-        """`turns`, a stop pending at their end decided now, or later (`on_late_turns`)."""
-        while turns and turns[-1].pending:
-            stop = turns.pop()
-            if self._late is not None:
-                self._deciding = asyncio.create_task(self._decide_late(stop))
-                break
-            turns += await self._confirm(await self._reads_finished(), stop)
+    def _decide(self, turns: list[TurnEvent]) -> list[TurnEvent]:
+        """`turns`, a stop pending at their end taken off to be decided later."""
+        if turns and turns[-1].pending:
+            self._deciding = asyncio.create_task(self._decide_late(turns.pop()))
         return turns
 
     async def _decide_late(self, stop: TurnEvent) -> None:
-        assert self._late is not None
-        lock, handle = self._late
         try:
             ended = await self._reads_finished()
-            async with lock:
+            async with self._lock:
                 if self._deciding is not asyncio.current_task():
                     return  # moot meanwhile: the voice came back (`append`), or the client took the turn
                 self._deciding = None
-                turns = await self._decide(await self._confirm(ended, stop))
-                await handle(turns)
+                turns = self._decide(await self._confirm(ended, stop))
+                await self._on_late_turns(turns)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - nobody awaits this task: the session must hear of no crash
@@ -197,10 +188,10 @@ class InputBuffer:
 
     async def _reads_finished(self) -> bool:
         """Smart Turn called a pause the end of the turn: do the words say so too? The transcript
-        is the early one the commit would wait for anyway. Decided late, the answer begun on it
+        is the early one the commit would wait for anyway. The answer begun on it
         comes first: it is what the listener waits for, and a commit could not play it sooner."""
         transcript = await self._early.now(self.pcm) or ""
-        if self._late is not None and self._told is not None and self._told[0] == transcript:
+        if self._told is not None and self._told[0] == transcript:
             with contextlib.suppress(TimeoutError):  # a turn end is never held up for long by a guess
                 await asyncio.wait_for(asyncio.shield(self._told[1]), _ANSWER_WAIT_S)
         return await self._reads(transcript)

@@ -63,9 +63,8 @@ class RealtimeSession:
         self.expires_at = int(time.time()) + 3600
         self.conversation = Conversation()
         self.settings = SessionSettings(model_id)
-        self.input = InputBuffer(engine)
+        self.input = InputBuffer(engine, self._one_event_at_a_time, self._turns)
         self.input.on_heard(self._read_ahead)
-        self.input.on_late_turns(self._one_event_at_a_time, self._turns)
         self._speech_item_id: str | None = None
         self._response: asyncio.Task | None = None
         self._current: Response | None = None
@@ -170,7 +169,7 @@ class RealtimeSession:
         await self._turns(await self.input.append(audio))
 
     async def _turns(self, turns: list[TurnEvent]) -> None:
-        """What turn detection heard: in an append, or decided later (`InputBuffer.on_late_turns`)."""
+        """What turn detection heard: in an append, or decided later (`InputBuffer`)."""
         detection = self.settings.turn_detection
         for turn in turns:
             if turn.kind == "started":
