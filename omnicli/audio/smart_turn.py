@@ -40,6 +40,10 @@ def load():
             import onnxruntime
             from faster_whisper.feature_extractor import FeatureExtractor
 
+            from omnicli.audio.blas import one_thread
+
+            one_thread()  # the features are a matrix product: see audio/blas.py
+
             path = model_path()
             data = path.read_bytes() if path.is_file() else b""
             if hashlib.sha256(data).hexdigest() != MODEL_SHA256:

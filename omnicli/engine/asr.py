@@ -72,6 +72,10 @@ class WhisperASR:
             if self._model is None:
                 from faster_whisper import WhisperModel
 
+                from omnicli.audio.blas import one_thread
+
+                one_thread()  # faster-whisper computes its features with numpy: see audio/blas.py
+
                 self.source = resolve_asr_model(self.model_name)
                 compute_type = "int8" if self.device == "cpu" else "float16"
                 try:
