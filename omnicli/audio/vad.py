@@ -8,7 +8,7 @@ The server's `turn_detection` (server_vad, semantic_vad) and `omni talk --vad cl
 import math
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -127,10 +127,13 @@ class TurnDetector:
     model calls unfinished is no event: the turn goes on. Positions are milliseconds of audio fed so far.
     `feed` runs the models on the calling thread: call it from a worker thread, not an event loop.
 
-    With `confirm_stops`, a stop Smart Turn decided at the first ask of a pause is a second opinion
-    away from final: it comes last in `feed`'s events, marked `pending`, the audio after it is held,
-    and the caller says with `confirm` whether the turn really ended (the words it heard read finished)
-    or goes on, to be asked about again after SEMANTIC_REASK_MS more silence."""
+    With `confirm_stops`, the first ask of a pause is the caller's to make, when it suits it: the
+    pause comes last in `feed`'s events as a `pending` stop, the audio after it is held, and the
+    caller asks Smart Turn about the speech before it (`judge`, on the same audio as at once) and
+    any second opinion (the words it heard), then says with `confirm` whether the turn ended there or
+    goes on, to be asked about again after SEMANTIC_REASK_MS more silence. (A server begins the answer
+    in the pause: Smart Turn beside it on two cores slows both, and the turn end waits for that
+    answer anyway.)"""
 
     def __init__(self, rate: int, *, threshold: float = 0.5, silence_ms: int = 500,
                  prefix_padding_ms: int = 300, min_speech_ms: int = 96,
@@ -158,6 +161,8 @@ class TurnDetector:
         self._recent: deque[np.ndarray] = deque(maxlen=WINDOW_S * VAD_RATE // CHUNK)
         self._pending: TurnEvent | None = None
         self._held: list[tuple[np.ndarray, float]] = []
+        self._asking = np.zeros(0, dtype=np.float32)
+        """The speech Smart Turn is to judge for the pending stop."""
         if semantic:
             from omnicli.audio.smart_turn import load
 
@@ -174,26 +179,45 @@ class TurnDetector:
     def resumed(self) -> bool:
         """A stop is pending and the voice came back in the audio held since (as long as starts a
         turn, so a click or a breath does not count): the pause was inside the turn."""
-        if self._pending is None:
-            return False
+        return self._pending is not None and self._held_voice()[0]
+
+    @property
+    def resuming(self) -> bool:
+        """A stop is pending and the audio held since ends in voice, too short yet to tell the
+        voice coming back from a click or a breath."""
+        return self._pending is not None and self._held_voice() == (False, True)
+
+    def _held_voice(self) -> tuple[bool, bool]:
+        """In the audio held: a voiced run as long as a turn start; whether it ends voiced."""
         needed, run = math.ceil(self.min_speech_ms / (CHUNK * 1000 / VAD_RATE)), 0
-        for _, prob in self._held:
+        for _, prob in list(self._held):  # (appended to by `feed` in another thread)
             run = run + 1 if prob >= self.threshold else 0
             if run >= needed:
-                return True
-        return False
+                return True, True
+        return False, run > 0
 
-    def confirm(self, ended: bool) -> list[TurnEvent]:
-        """Settle the pending stop: the turn ended there, or (False) it goes on. Then the audio
-        held since is heard: its events, which may end with another pending stop."""
+    def judge(self) -> float:
+        """Smart Turn's probability that the turn was complete at the pending stop (CPU work, for a
+        worker thread; it changes nothing here, so it may run beside `feed`)."""
+        from omnicli.audio.smart_turn import completion_probability
+
+        return completion_probability(self._asking)
+
+    def confirm(self, ended: bool, probability: float | None = None) -> list[TurnEvent]:
+        """Settle the pending stop: the turn ended there (with Smart Turn's `probability`), or
+        (False) it goes on. Returns that stop if it stands, then the events of the audio held
+        since, which may end with another pending stop."""
         stop, self._pending = self._pending, None
         if stop is None:
             raise RuntimeError("no stop is pending")
+        if probability is not None:
+            self.last_probability = probability
+        events = [replace(stop, probability=probability, pending=False)] if ended else []
         if not ended:
             self.speaking, self._run_ms = True, stop.silence_ms
             self._next_ask_ms = stop.silence_ms + SEMANTIC_REASK_MS
         held, self._held = self._held, []
-        return self._hear(held)
+        return events + self._hear(held)
 
     def _hear(self, chunks: list[tuple[np.ndarray, float]]) -> list[TurnEvent]:
         events = []
@@ -244,18 +268,23 @@ class TurnDetector:
     def _semantic_stop(self) -> TurnEvent | None:
         """At each chunk of silence in a turn: a stop, or None while the turn goes on."""
         probability = None
-        first_ask = self._next_ask_ms == self.pause_ms
+        pending = self.confirm_stops and self._next_ask_ms == self.pause_ms
         if self._run_ms >= self._next_ask_ms:
-            from omnicli.audio.smart_turn import completion_probability
-
             self._next_ask_ms = self._run_ms + SEMANTIC_REASK_MS
             self.calls += 1
             chunks = min(len(self._recent), (self._position_ms - self._turn_from_ms) // (CHUNK * 1000 // VAD_RATE))
-            probability = self.last_probability = completion_probability(np.concatenate(list(self._recent)[-chunks:]))
-            if probability < self.complete_at and self._run_ms < self.max_silence_ms:
-                return None
+            speech = np.concatenate(list(self._recent)[-chunks:])
+            if pending:
+                self._asking = speech  # asked by the caller (`judge`)
+            else:
+                from omnicli.audio.smart_turn import completion_probability
+
+                probability = self.last_probability = completion_probability(speech)
+                if probability < self.complete_at and self._run_ms < self.max_silence_ms:
+                    return None
         elif self._run_ms < self.max_silence_ms:
             return None
+        else:
+            pending = False
         silence, self._run_ms, self._next_ask_ms, self.speaking = self._run_ms, 0, self.pause_ms, False
-        pending = self.confirm_stops and first_ask and probability is not None
         return TurnEvent("stopped", self._position_ms - silence, silence, probability, pending)

@@ -16,7 +16,7 @@ import binascii
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,6 +42,9 @@ _SEMANTIC_PADDING_MS = 300
 _ANSWER_WAIT_S = 1.0
 """A turn end decided late waits at most this long for the answer begun on its words (the first
 piece takes ~0.4 s on two cores): meanwhile no silence is counted towards the ceiling."""
+_RESUMING_WAIT_S = 0.2
+"""...and, should the voice be starting again as it is decided, at most this long to tell the
+voice coming back (96 ms of it) from a click or a breath."""
 
 
 def decode_pcm16(audio: str, param: str = "audio") -> bytes:
@@ -67,11 +70,12 @@ class Committed:
 
 class InputBuffer:
     def __init__(self, engine: Engine, lock: asyncio.Lock, on_late_turns: Callable[[list[TurnEvent]], Awaitable[None]]) -> None:
-        """A turn end Smart Turn calls is decided while more audio comes in: `append` returns
-        without it, and once its words are read (and the answer begun on them is ready: it could
-        not play any sooner) `on_late_turns` gets the turns that follow, under `lock` (the session's
-        own: no event is carried out meanwhile). Should the voice come back first, the pause was
-        inside the turn, which goes on: a sentence with a pause in it is not cut for want of an answer."""
+        """Whether a pause ends the turn (semantic_vad with the words check) is decided while more
+        audio comes in: `append` returns without it; once the answer begun on the words heard is
+        ready (it could not play any sooner), Smart Turn is asked and the words are read, and
+        `on_late_turns` gets the turns that follow, under `lock` (the session's own: no event is
+        carried out meanwhile). Should the voice come back first, the pause was inside the turn,
+        which goes on: a sentence with a pause in it is not cut for want of an answer."""
         self.pcm = bytearray()
         self._start_ms = 0
         """Where `pcm` starts, in the audio heard since turn detection was configured."""
@@ -82,18 +86,12 @@ class InputBuffer:
         self._early.on_heard = self._heard_early
         self.read_turns = True
         """semantic_vad (but eagerness high): a turn Smart Turn ends must also read finished."""
-        self._reading = asyncio.Lock()
-        """Held while words are read (the model runs on every core): one reading at a time."""
-        self._read: tuple[str, bool] | None = None
-        """The last transcript read, and whether it read finished."""
-        self._turn = 0
-        """Counts commits and clears: a transcript heard before one is not read ahead after it."""
         self._tell: Callable[[str], Awaitable[None]] | None = None
         self._told: tuple[str, asyncio.Future] | None = None
         """The transcript the engine was last told, and its telling (done once it was read ahead)."""
         self._lock, self._on_late_turns = lock, on_late_turns
         self._deciding: asyncio.Task | None = None
-        """A turn end Smart Turn called, waiting for its words and its answer."""
+        """A pause being judged: waiting for its answer, then Smart Turn and the words."""
 
     def on_heard(self, tell: Callable[[str], Awaitable[None]]) -> None:
         """`tell` gets each transcript heard before a commit, as it is ready."""
@@ -101,9 +99,7 @@ class InputBuffer:
 
     async def _heard_early(self, transcript: str) -> None:
         """An early transcript is ready: the thinker may read the turn ahead, and begin its answer.
-        With semantic_vad the words are read after that (one model after the other: two at once on
-        two cores slow both): a turn end Smart Turn calls waits for both (`_reads_finished`)."""
-        turn = self._turn
+        A semantic turn end waits for that before it is judged (`_ends_turn`)."""
         if self._tell is not None:
             telling = asyncio.get_running_loop().create_future()
             self._told = (transcript, telling)
@@ -111,24 +107,16 @@ class InputBuffer:
                 await self._tell(transcript)
             finally:
                 telling.set_result(None)
-        if turn == self._turn and self._reads_words():
-            await self._reads(transcript)
 
-    def _reads_words(self) -> bool:
-        return self._detector is not None and self._detector.confirm_stops
-
-    async def _reads(self, transcript: str) -> bool:
-        """Whether `transcript` reads finished (engine/text_turn.py); read once per transcript."""
+    @staticmethod
+    async def _reads(transcript: str) -> bool:
+        """Whether `transcript` reads finished (engine/text_turn.py)."""
         from omnicli.engine.text_turn import reads_finished
 
-        async with self._reading:
-            if self._read is None or self._read[0] != transcript:
-                try:
-                    ended = not transcript.strip() or await asyncio.to_thread(reads_finished, transcript)
-                except (OmniError, RuntimeError):  # loaded with the detector; should it fail now, the audio decides
-                    ended = True
-                self._read = (transcript, ended)
-            return self._read[1]
+        try:
+            return not transcript.strip() or await asyncio.to_thread(reads_finished, transcript)
+        except (OmniError, RuntimeError):  # loaded with the detector; should it fail now, the audio decides
+            return True
 
     def detect_turns(self, detection: dict | None) -> None:
         """(Re)configure server VAD; positions count from here."""
@@ -162,39 +150,54 @@ class InputBuffer:
     def _decide(self, turns: list[TurnEvent]) -> list[TurnEvent]:
         """`turns`, a stop pending at their end taken off to be decided later."""
         if turns and turns[-1].pending:
-            self._deciding = asyncio.create_task(self._decide_late(turns.pop()))
+            turns.pop()
+            self._deciding = asyncio.create_task(self._decide_late())
         return turns
 
-    async def _decide_late(self, stop: TurnEvent) -> None:
+    async def _decide_late(self) -> None:
         try:
-            ended = await self._reads_finished()
+            ended, probability = await self._ends_turn()
+            if ended:
+                await self._unless_resuming()
             async with self._lock:
                 if self._deciding is not asyncio.current_task():
                     return  # moot meanwhile: the voice came back (`append`), or the client took the turn
                 self._deciding = None
-                turns = self._decide(await self._confirm(ended, stop))
+                turns = self._decide(await self._confirm(ended, probability))
                 await self._on_late_turns(turns)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - nobody awaits this task: the session must hear of no crash
             log.exception("realtime: deciding a turn end failed")
 
-    async def _confirm(self, ended: bool, stop: TurnEvent | None = None) -> list[TurnEvent]:
+    async def _confirm(self, ended: bool, probability: float | None = None) -> list[TurnEvent]:
         """The pending stop settled: the stop if the turn ended there, then what the audio held
         behind it holds (CPU work: Smart Turn may be asked again)."""
         assert self._detector is not None
-        turns = [replace(stop, pending=False)] if ended and stop is not None else []
-        return turns + await asyncio.to_thread(self._detector.confirm, ended)
+        return await asyncio.to_thread(self._detector.confirm, ended, probability)
 
-    async def _reads_finished(self) -> bool:
-        """Smart Turn called a pause the end of the turn: do the words say so too? The transcript
-        is the early one the commit would wait for anyway. The answer begun on it
-        comes first: it is what the listener waits for, and a commit could not play it sooner."""
+    async def _unless_resuming(self) -> None:
+        """The voice may be starting again just as the turn end is decided: the next appends tell
+        (`append` calls the decision off should it be the voice coming back)."""
+        assert self._detector is not None
+        loop = asyncio.get_running_loop()
+        until = loop.time() + _RESUMING_WAIT_S
+        while self._detector.resuming and loop.time() < until:
+            await asyncio.sleep(0.01)
+
+    async def _ends_turn(self) -> tuple[bool, float]:
+        """Did the turn end at the pending pause? The answer begun on its early transcript (the one
+        a commit waits for anyway) comes first: it is what the listener waits for, a commit could
+        not play it sooner, and Smart Turn and the words check beside it would slow it. Then Smart
+        Turn is asked, and the words must read finished too. Returns the verdict and Smart Turn's."""
+        assert self._detector is not None
+        detector = self._detector
         transcript = await self._early.now(self.pcm) or ""
         if self._told is not None and self._told[0] == transcript:
             with contextlib.suppress(TimeoutError):  # a turn end is never held up for long by a guess
                 await asyncio.wait_for(asyncio.shield(self._told[1]), _ANSWER_WAIT_S)
-        return await self._reads(transcript)
+        probability = await asyncio.to_thread(detector.judge)
+        return probability >= detector.complete_at and await self._reads(transcript), probability
 
     def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:
         data = decode_pcm16(audio)
@@ -249,7 +252,6 @@ class InputBuffer:
         return Committed(pcm, samples, await self._early.take(pcm))
 
     def clear(self, cancel_early: bool = True) -> None:
-        self._turn += 1
         self._start_ms += len(self.pcm) // 2 * 1000 // SPEECH_RATE
         self.pcm.clear()
         if cancel_early:

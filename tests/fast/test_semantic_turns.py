@@ -4,6 +4,7 @@ hearing real (Piper) speech. Assertions are on which turn ends happen and their 
 
 import asyncio
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -104,6 +105,9 @@ def test_semantic_vad_does_not_cut_a_sentence_at_a_pause_where_server_vad_does(p
             for start in range(0, len(audio), 4800):
                 await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 4800])})
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all appends carried out
+            if detection["type"] == "semantic_vad":  # a turn end is decided after the appends
+                await s.until("input_audio_buffer.committed")
+                await asyncio.sleep(0.5)
             return [e["type"] for e in s.seen[mark:] if e["type"].startswith("input_audio_buffer")]
 
     one_turn = ["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "input_audio_buffer.committed"]
@@ -190,16 +194,33 @@ def test_a_confirmed_stop_stands_and_the_audio_held_behind_it_is_heard_next():
     detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
     audio = paused(QUESTION, FOLLOW_UP, pause_s=0.4)
     started, stop = detector.feed(audio)  # all of it at once: what follows the stop waits
-    assert (started.kind, stop.kind, stop.pending) == ("started", "stopped", True)
+    assert (started.kind, stop.kind, stop.pending, stop.probability) == ("started", "stopped", True, None)
     assert stop.silence_ms == detector.pause_ms and detector.calls == 1
     assert detector.resumed  # the follow-up is held behind the stop: the voice came back
     assert detector.feed(silence(0.1)) == []  # held too
-    again, second = detector.confirm(True)
+    probability = detector.judge()
+    settled, again, second = detector.confirm(True, probability)
+    assert settled == replace(stop, probability=probability, pending=False)
     assert (again.kind, second.kind, second.pending) == ("started", "stopped", True)
     assert again.ms > stop.ms
-    assert detector.confirm(True) == []
+    assert detector.confirm(True) == [replace(second, pending=False)]
     with pytest.raises(RuntimeError, match="pending"):
         detector.confirm(True)
+
+
+def test_the_caller_asks_smart_turn_about_a_pending_stop_when_it_suits_it_and_hears_the_same_verdict():
+    """A server asks when the answer begun in the pause is ready (two jobs at once slow both on two
+    cores); the audio judged is the speech up to the first ask, as when asked at once. A pause
+    Smart Turn calls unfinished is pending too: the caller hears so and the turn goes on."""
+    for audio in (spoken(QUESTION, tail_s=0.3), spoken(UNFINISHED[0], tail_s=0.3)):
+        at_once = TurnDetector(SPEECH_RATE, semantic=True)
+        feed(at_once, audio)
+        later = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
+        (_, stop) = later.feed(audio)
+        assert stop.pending and later.calls == at_once.calls == 1
+        assert later.judge() == at_once.last_probability
+    assert at_once.last_probability < 0.5  # the unfinished one: no stop where asked at once
+    assert later.confirm(False) == [] and later.speaking
 
 
 def test_the_voice_comes_back_behind_a_pending_stop_only_as_long_as_a_turn_starts():
@@ -207,15 +228,18 @@ def test_the_voice_comes_back_behind_a_pending_stop_only_as_long_as_a_turn_start
     _, stop = detector.feed(spoken(QUESTION, tail_s=0.3))
     assert stop.pending and not detector.resumed
     detector.feed(np.concatenate([say(FOLLOW_UP)[:int(0.05 * SPEECH_RATE)], silence(0.2)]))  # a click of voice
-    assert not detector.resumed
-    detector.feed(say(FOLLOW_UP))
-    assert detector.resumed
+    assert not detector.resumed and not detector.resuming
+    onset = int(0.08 * SPEECH_RATE)
+    detector.feed(say(FOLLOW_UP)[:onset])
+    assert detector.resuming and not detector.resumed  # too short yet to tell
+    detector.feed(say(FOLLOW_UP)[onset:])
+    assert detector.resumed and not detector.resuming
 
 
 def test_an_overruled_stop_goes_on_into_one_turn_and_only_first_asks_wait_for_a_second_opinion():
     detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
     _, stop = detector.feed(paused(QUESTION, FOLLOW_UP, pause_s=0.4, tail_s=0.3))
-    (end,) = detector.confirm(False)  # the words did not read finished: the pause was inside the turn
+    (end,) = detector.confirm(False)  # Smart Turn or the words said unfinished: the pause was inside the turn
     assert end.kind == "stopped" and end.pending and end.ms > stop.ms
     assert detector.confirm(False) == []
     (late,) = feed(detector, silence(1.0))  # asked again SEMANTIC_REASK_MS later: that answer is final
@@ -326,25 +350,79 @@ def test_the_voice_coming_back_before_a_turn_end_is_decided_keeps_the_sentence_w
     assert len(engine.prepared) == 2
 
 
-def test_semantic_vad_reads_the_turn_ahead_then_its_words_once(monkeypatch):
-    """The early transcript is offered to the thinker as soon as it is ready (the answer's first words
-    are what the listener waits for), its words are read after that, never beside it, and once:
-    the turn end Smart Turn calls finds them read."""
+def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_click(monkeypatch):
+    """The answer to the question is begun, Smart Turn and the words call the pause the end, but the
+    audio held since ends in voice too short yet to count (80 ms): the decision waits for the next
+    appends, which show the voice coming back. One turn, not two."""
     from omnicli.engine import text_turn
 
-    done: list[tuple[str, str]] = []
+    read: list[bool] = []
     reads_finished = text_turn.reads_finished
+
+    def reads(text: str) -> bool:
+        read.append(reads_finished(text))
+        return read[-1]
+
+    class Gated(ScriptedEngine):
+        async def prepare(self, req, *, begin_answer: bool = False) -> None:
+            await super().prepare(req, begin_answer=begin_answer)
+            await gate.wait()
+
+    monkeypatch.setattr(text_turn, "reads_finished", reads)
+    onset = int(0.08 * SPEECH_RATE)
+
+    async def go():
+        nonlocal gate
+        gate = asyncio.Event()
+        async with Session(Gated(transcripts=[QUESTION, f"{QUESTION} {FOLLOW_UP}"])) as s:
+            await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
+            await s.until("session.updated")
+            mark = len(s.seen)
+            first, follow = spoken(QUESTION, tail_s=0.4), say(FOLLOW_UP)
+            await _append_all(s, np.concatenate([first, follow[:onset]]))
+            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all appends carried out
+            gate.set()
+            while not read:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # a turn end not waiting would be committed by now
+            await _append_all(s, np.concatenate([follow[onset:], silence(1.0)]))
+            await s.until("input_audio_buffer.committed")
+            await asyncio.sleep(0.5)
+            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})
+            return s.kinds(mark)
+
+    gate: asyncio.Event
+    kinds = run(go())
+    assert read[0]  # the first half's words read finished: only the voice coming back kept the turn
+    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("input_audio_buffer.speech_started") == 1
+
+
+def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_words(monkeypatch):
+    """The early transcript is offered to the thinker as soon as it is ready (the answer's first
+    words are what the listener waits for); Smart Turn is asked about the pause once that answer is
+    begun, and the words are read after it: one model at a time, never beside the answer."""
+    from omnicli.engine import text_turn
+
+    done: list[tuple[str, ...]] = []
+    reads_finished, completion_probability = text_turn.reads_finished, smart_turn.completion_probability
 
     def reads(text: str) -> bool:
         done.append(("read", text))
         return reads_finished(text)
 
+    def asks(audio: np.ndarray) -> float:
+        done.append(("smart turn",))
+        return completion_probability(audio)
+
     class Ahead(ScriptedEngine):
         async def prepare(self, req, *, begin_answer: bool = False) -> None:
             done.append(("ahead", req.messages[-1].text))
             await super().prepare(req, begin_answer=begin_answer)
+            await asyncio.sleep(0.3)  # longer than the pause before Smart Turn's first ask
+            done.append(("begun",))
 
     monkeypatch.setattr(text_turn, "reads_finished", reads)
+    monkeypatch.setattr(smart_turn, "completion_probability", asks)
     heard = "What is the capital of France?"
 
     async def go():
@@ -355,7 +433,7 @@ def test_semantic_vad_reads_the_turn_ahead_then_its_words_once(monkeypatch):
             await s.until("input_audio_buffer.committed")
 
     run(go())
-    assert done == [("ahead", heard), ("read", heard)]
+    assert done == [("ahead", heard), ("begun",), ("smart turn",), ("read", heard)]
 
 
 def test_semantic_mode_leaves_starts_alone_and_rejects_an_unknown_eagerness():
