@@ -369,11 +369,9 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
             await gate.wait()
 
     monkeypatch.setattr(text_turn, "reads_finished", reads)
-    onset = int(0.08 * SPEECH_RATE)
+    onset, gate = int(0.08 * SPEECH_RATE), asyncio.Event()  # (bound to a loop only once waited on)
 
     async def go():
-        nonlocal gate
-        gate = asyncio.Event()
         async with Session(Gated(transcripts=[QUESTION, f"{QUESTION} {FOLLOW_UP}"])) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
@@ -391,7 +389,6 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})
             return s.kinds(mark)
 
-    gate: asyncio.Event
     kinds = run(go())
     assert read[0]  # the first half's words read finished: only the voice coming back kept the turn
     assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("input_audio_buffer.speech_started") == 1
