@@ -3,12 +3,16 @@
     python benchmarks/latency.py                    # talk in process, chat, serve at 1/4/8 sessions
     python benchmarks/latency.py --llm qwen-1.5b    # the default thinker instead of SmolLM2
     python benchmarks/latency.py --parts talk chat  # a subset
+    python benchmarks/latency.py --parts talk --rules client smart   # some of talk's turn rules
+    python benchmarks/latency.py --parts talk --thinker-server       # no answer begun in the pause
 
 talk: twenty spoken questions (talk.py's ten and ten more, read by the embedded voice without its
 sampling noise, so every run hears the same audio), headless, the session in process, twice:
 turns ended by client VAD (500 ms of silence), by Smart Turn in the client (`--vad smart`) and by
 the session's semantic_vad (`--vad semantic`: Smart Turn, then the early transcript must read
-finished; the commit is the session's). Per turn, from
+finished; the commit is the session's). With --thinker-server the thinker is llama-cpp-python's
+OpenAI server (another process, the same GGUF): omni cannot read ahead into a server, so no answer
+is begun in the pause and each starts at its commit, as against vLLM-Omni or any server. Per turn, from
 the commit: answer asked of the engine, transcript ready (ASR), first token, first speakable text,
 talker start, first chunk synthesized, first audio delta out of the session, first sample handed
 to the speaker (headless: the same moment); each step's p50/p90 measured from the commit.
@@ -22,16 +26,20 @@ with semantic turns (benchmarks/turns.py measures how often those cut a sentence
 
 import argparse
 import asyncio
+import contextlib
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 from local_serve import omni_serve
 from talk import QUESTIONS  # benchmarks/talk.py: the same ten spoken questions
+from talk_llm_server import start_llama_server
 from turns import voice  # benchmarks/turns.py: the embedded voice without sampling noise
 
 from omnicli.bench.scoring import percentile
@@ -101,14 +109,21 @@ def dialog(work: Path, questions: list[str] = QUESTIONS) -> Path:
     return path
 
 
-def talk_timeline(llm: str, work: Path, turns: str) -> None:
-    from omnicli.engine.staged import embedded_engine
+def talk_engine(llm: str, thinker_server: str | None):
+    """The embedded engine; with `thinker_server`, its thinker is that server."""
+    from omnicli.cli.engines import EngineChoice, Engines, stage_servers
+    from omnicli.config import Connection
+
+    return Engines().engine(EngineChoice(Connection(None, None), llm=llm, stages=stage_servers(llm=thinker_server)))
+
+
+def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None = None) -> None:
     from omnicli.realtime.sources import FileVoice
     from omnicli.realtime.speakers import FileSpeaker
     from omnicli.realtime.talk import TalkClient, TalkOptions
     from omnicli.realtime.transport import LocalTransport
 
-    engine = embedded_engine(llm=llm)
+    engine = talk_engine(llm, thinker_server)
     wav = dialog(work, QUESTIONS + MORE_QUESTIONS)
     marks = recording(engine)
     log = Timeline()
@@ -144,13 +159,33 @@ def talk_timeline(llm: str, work: Path, turns: str) -> None:
             steps["delta"].append(first - commit)
             steps["played"].append(first - commit)  # headless: heard the moment it arrives
     speech_end = [t.waited for t in client.state.timings if t.waited is not None]
+    turn_end = [t.asked_at - t.started_at for t in client.state.timings if not t.by_key]
     rule = RULES[turns]
-    print(f"\ntalk, in process, {llm}, turns end by {rule}: {len(commits)} turns, {len(marks)} answers; ms from the commit")
+    where = "in llama-cpp-python's server (no answer begun in the pause)" if thinker_server else "in process"
+    print(f"\ntalk, in process, thinker {llm} {where}, turns end by {rule}: {len(commits)} turns, {len(marks)} answers;"
+          " ms from the commit")
     print(f"{'step':<44}{'p50':>8}{'p90':>8}")
     for step, values in steps.items():
         print(row("  " + NAMES[step], values, "goal p50 <= 350" if step == "played" else ""))
+    print(row("end of speech -> turn end", turn_end))
     print(row("end of speech -> first sample", speech_end, "goal p50 <= 600 with semantic turns"))
+    if os.environ.get("OMNI_LATENCY_TURNS"):
+        print("  per turn, end of speech -> turn end / first sample, ms:",
+              ", ".join(f"{(t.asked_at - t.started_at) * 1000:.0f}/{(t.waited or 0) * 1000:.0f}" for t in client.state.timings))
     print(lag_line("event loop (session + client)", lag.lags))
+
+
+@contextlib.contextmanager
+def thinker_server(llm: str, work: Path) -> Iterator[str]:
+    """llama-cpp-python's OpenAI server with `llm`'s GGUF, on a free port, stopped at the end."""
+    from omnicli.engine.thinker import resolve_llm
+
+    process, url = start_llama_server(resolve_llm(llm), work / "llama-server.log")
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def lag_line(name: str, lags: list[float]) -> str:
@@ -199,8 +234,6 @@ def chat_timeline(llm: str) -> None:
 def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
     """omni serve, and N concurrent headless `omni talk` processes over its WebSocket."""
     import json
-    import os
-
 
     wav = dialog(work)
     env = {**os.environ, "OMNI_LLM": llm}
@@ -262,12 +295,16 @@ def main() -> None:
     parser.add_argument("--llm", default="smollm2", help="thinker (default smollm2, the one issue 15 was measured on)")
     parser.add_argument("--parts", nargs="+", default=["talk", "chat", "serve"], choices=["talk", "chat", "serve"])
     parser.add_argument("--sessions", default="1,4,8", help="serve: concurrent sessions per level")
+    parser.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="talk: the turn rules to run")
+    parser.add_argument("--thinker-server", action="store_true",
+                        help="talk: the thinker in llama-cpp-python's OpenAI server, so nothing is begun in the pause")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="omni-latency-"))
     if "talk" in args.parts:
-        talk_timeline(args.llm, work, "client")
-        talk_timeline(args.llm, work, "smart")
-        talk_timeline(args.llm, work, "semantic")
+        with contextlib.ExitStack() as stack:
+            url = stack.enter_context(thinker_server(args.llm, work)) if args.thinker_server else None
+            for turns in args.rules:
+                talk_timeline(args.llm, work, turns, url)
     if "chat" in args.parts:
         chat_timeline(args.llm)
     if "serve" in args.parts:
