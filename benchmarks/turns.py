@@ -105,9 +105,10 @@ def detected(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
 def served(audio: np.ndarray, engine, read_turns: bool = True) -> list[tuple[object, float]]:
     """The same as `run`, but through omni serve's input buffer with semantic_vad (auto), in real
     time, as a session uses it: each early transcript is offered to the engine, which begins its
-    answer (one talker); the first ask of a pause waits for that answer, unless the voice comes back
-    first, then Smart Turn is asked and the words must read finished too (Whisper's early
-    transcript, then engine/text_turn.py); each stop commits. The time it took to decide counts."""
+    answer (one talker); the first ask of a pause has Smart Turn asked beside Whisper if it is still
+    hearing the pause (else after the answer), waits for that answer unless the voice comes back
+    first, and the words must read finished too (Whisper's early transcript, then
+    engine/text_turn.py); each stop commits. The time it took to decide counts."""
     import asyncio
     import base64
 

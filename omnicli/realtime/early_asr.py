@@ -97,6 +97,11 @@ class EarlyTranscriber:
         self._heard = bytes(buffer)
         self._task = asyncio.create_task(self._transcribe(self._heard))
 
+    @property
+    def hearing(self) -> bool:
+        """An early transcript is being made."""
+        return self._task is not None and not self._task.done()
+
     async def now(self, buffer: bytes | bytearray) -> str | None:
         """The transcript of the speech in `buffer` (started now unless already under way), left
         in place for the commit that may follow."""

@@ -2,7 +2,8 @@
 turn detection (server_vad: silence; semantic_vad: Smart Turn after a pause, then the words heard
 so far, engine/text_turn.py) hears in it. A session lets a semantic turn end be decided while the
 audio keeps coming (`InputBuffer`): it waits for the answer begun in the pause, and the voice
-coming back first keeps the turn whole.
+coming back first keeps the turn whole. Smart Turn is asked beside Whisper when it can be (Whisper
+leaves part of two cores idle), else after that answer.
 
 The CPU work of an append (base64, PCM conversion, both VADs) runs in a worker thread, so a
 14 MiB append does not stall other sessions or /health; the session handles one event at a time,
@@ -71,8 +72,9 @@ class Committed:
 class InputBuffer:
     def __init__(self, engine: Engine, lock: asyncio.Lock, on_late_turns: Callable[[list[TurnEvent]], Awaitable[None]]) -> None:
         """Whether a pause ends the turn (semantic_vad with the words check) is decided while more
-        audio comes in: `append` returns without it; once the answer begun on the words heard is
-        ready (it could not play any sooner), Smart Turn is asked and the words are read, and
+        audio comes in: `append` returns without it; Smart Turn is asked (`_ends_turn`: beside
+        Whisper, or once the answer begun on the words heard is ready, which could not play any
+        sooner), the words are read after that answer, and
         `on_late_turns` gets the turns that follow, under `lock` (the session's own: no event is
         carried out meanwhile). Should the voice come back first, the pause was inside the turn,
         which goes on: a sentence with a pause in it is not cut for want of an answer."""
@@ -92,6 +94,8 @@ class InputBuffer:
         self._lock, self._on_late_turns = lock, on_late_turns
         self._deciding: asyncio.Task | None = None
         """A pause being judged: waiting for its answer, then Smart Turn and the words."""
+        self._judging: asyncio.Future | None = None
+        """Smart Turn asked about that pause beside the early transcript."""
 
     def on_heard(self, tell: Callable[[str], Awaitable[None]]) -> None:
         """`tell` gets each transcript heard before a commit, as it is ready."""
@@ -99,11 +103,14 @@ class InputBuffer:
 
     async def _heard_early(self, transcript: str) -> None:
         """An early transcript is ready: the thinker may read the turn ahead, and begin its answer.
-        A semantic turn end waits for that before it is judged (`_ends_turn`)."""
+        A semantic turn end waits for that before it is judged (`_ends_turn`); Smart Turn, if asked
+        beside the transcript, ends first, so the answer is not begun beside it."""
         if self._tell is not None:
             telling = asyncio.get_running_loop().create_future()
             self._told = (transcript, telling)
             try:
+                if self._judging is not None:
+                    await asyncio.wait([self._judging])
                 await self._tell(transcript)
             finally:
                 telling.set_result(None)
@@ -186,17 +193,27 @@ class InputBuffer:
             await asyncio.sleep(0.01)
 
     async def _ends_turn(self) -> tuple[bool, float]:
-        """Did the turn end at the pending pause? The answer begun on its early transcript (the one
-        a commit waits for anyway) comes first: it is what the listener waits for, a commit could
-        not play it sooner, and Smart Turn and the words check beside it would slow it. Then Smart
-        Turn is asked, and the words must read finished too. Returns the verdict and Smart Turn's."""
+        """Did the turn end at the pending pause? Smart Turn is asked at once while Whisper is
+        still hearing the pause: beside it, it is nearly free (Whisper's transcript took 96 ->
+        110 ms, both 111 instead of 139 one after the other), and the answer is begun once both are
+        done. Else it waits for the answer begun on the early transcript (the one a commit waits for
+        anyway): that answer is what the listener waits for, a commit could not play it sooner, and
+        a model beside it would slow it. The words must read finished too, and are read last.
+        Returns the verdict and Smart Turn's."""
         assert self._detector is not None
         detector = self._detector
-        transcript = await self._early.now(self.pcm) or ""
-        if self._told is not None and self._told[0] == transcript:
-            with contextlib.suppress(TimeoutError):  # a turn end is never held up for long by a guess
-                await asyncio.wait_for(asyncio.shield(self._told[1]), _ANSWER_WAIT_S)
-        probability = await asyncio.to_thread(detector.judge)
+        judging = None
+        if self._early.hearing:
+            judging = self._judging = asyncio.ensure_future(asyncio.to_thread(detector.judge))
+            judging.add_done_callback(lambda done: done.cancelled() or done.exception())  # unread if called off
+        try:
+            transcript = await self._early.now(self.pcm) or ""
+            if self._told is not None and self._told[0] == transcript:
+                with contextlib.suppress(TimeoutError):  # a turn end is never held up for long by a guess
+                    await asyncio.wait_for(asyncio.shield(self._told[1]), _ANSWER_WAIT_S)
+            probability = await (judging or asyncio.to_thread(detector.judge))
+        finally:
+            self._judging = None
         return probability >= detector.complete_at and await self._reads(transcript), probability
 
     def _append(self, audio: str) -> tuple[list[str], list[TurnEvent]]:

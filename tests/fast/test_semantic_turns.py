@@ -396,13 +396,32 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
     assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("input_audio_buffer.speech_started") == 1
 
 
-def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_words(monkeypatch):
-    """The early transcript is offered to the thinker as soon as it is ready (the answer's first
-    words are what the listener waits for); Smart Turn is asked about the pause once that answer is
-    begun, and the words are read after it: one model at a time, never beside the answer."""
+class Ordered(ScriptedEngine):
+    """Notes in `done` when it hears (taking `hearing_s`), and when it begins an answer and has
+    begun it (taking `beginning_s`)."""
+
+    def __init__(self, done: list, *, hearing_s: float = 0.0, beginning_s: float = 0.0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.done, self.hearing_s, self.beginning_s = done, hearing_s, beginning_s
+
+    async def transcribe(self, samples, rate, **kwargs):
+        await asyncio.sleep(self.hearing_s)
+        self.done.append(("heard",))
+        return await super().transcribe(samples, rate, **kwargs)
+
+    async def prepare(self, req, *, begin_answer: bool = False) -> None:
+        self.done.append(("ahead", req.messages[-1].text))
+        await super().prepare(req, begin_answer=begin_answer)
+        await asyncio.sleep(self.beginning_s)
+        self.done.append(("begun",))
+
+
+def _noting_models(monkeypatch, done: list, smart_turn_s: float = 0.0) -> None:
+    """Smart Turn (taking `smart_turn_s` more) and the words check note in `done` when they run."""
+    import time
+
     from omnicli.engine import text_turn
 
-    done: list[tuple[str, ...]] = []
     reads_finished, completion_probability = text_turn.reads_finished, smart_turn.completion_probability
 
     def reads(text: str) -> bool:
@@ -411,28 +430,67 @@ def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_word
 
     def asks(audio: np.ndarray) -> float:
         done.append(("smart turn",))
+        time.sleep(smart_turn_s)
+        done.append(("smart turn done",))
         return completion_probability(audio)
-
-    class Ahead(ScriptedEngine):
-        async def prepare(self, req, *, begin_answer: bool = False) -> None:
-            done.append(("ahead", req.messages[-1].text))
-            await super().prepare(req, begin_answer=begin_answer)
-            await asyncio.sleep(0.3)  # longer than the pause before Smart Turn's first ask
-            done.append(("begun",))
 
     monkeypatch.setattr(text_turn, "reads_finished", reads)
     monkeypatch.setattr(smart_turn, "completion_probability", asks)
+
+
+def _heard_early_at(audio: np.ndarray) -> int:
+    """Where the early transcript of `audio`'s first pause starts (Smart Turn is asked 96 ms on)."""
+    from omnicli.realtime.early_asr import EAGER_PAUSE_MS
+
+    detector = TurnDetector(SPEECH_RATE, silence_ms=EAGER_PAUSE_MS, prefix_padding_ms=0)
+    for start in range(0, len(audio), 960):
+        if any(e.kind == "stopped" for e in detector.feed(audio[start:start + 960])):
+            return start + 960
+    raise AssertionError("no pause")
+
+
+def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_words(monkeypatch):
+    """The early transcript, ready before the pause is judged, is offered to the thinker at once
+    (the answer's first words are what the listener waits for); Smart Turn is asked about the pause
+    once that answer is begun, and the words are read after it: one model at a time, never beside
+    the answer."""
+    done: list[tuple[str, ...]] = []
+    _noting_models(monkeypatch, done)
+    heard = "What is the capital of France?"
+    audio = spoken(QUESTION, tail_s=1.0)
+    early = _heard_early_at(audio)
+
+    async def go():
+        async with Session(Ordered(done, beginning_s=0.3, transcripts=[heard])) as s:
+            await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
+            await s.until("session.updated")
+            await _append_all(s, audio[:early])
+            while ("ahead", heard) not in done:  # heard, and offered, before Smart Turn's first ask
+                await asyncio.sleep(0.01)
+            await _append_all(s, audio[early:])
+            await s.until("input_audio_buffer.committed")
+
+    run(go())
+    assert done == [("heard",), ("ahead", heard), ("begun",), ("smart turn",), ("smart turn done",), ("read", heard)]
+
+
+def test_smart_turn_is_asked_beside_whisper_still_hearing_the_pause_and_the_answer_begun_after_it(monkeypatch):
+    """Whisper leaves part of two cores idle: a pause judged while its transcript is still being
+    made has Smart Turn asked at once, beside it; the answer is begun only once Smart Turn is done
+    (here it takes longer than Whisper), and the words are read after the answer."""
+    done: list[tuple[str, ...]] = []
+    _noting_models(monkeypatch, done, smart_turn_s=0.4)
     heard = "What is the capital of France?"
 
     async def go():
-        async with Session(Ahead(transcripts=[heard])) as s:
+        async with Session(Ordered(done, hearing_s=0.3, beginning_s=0.1, transcripts=[heard])) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
             await _append_all(s, np.concatenate([spoken(QUESTION), silence(0.6)]))
             await s.until("input_audio_buffer.committed")
 
     run(go())
-    assert done == [("ahead", heard), ("begun",), ("smart turn",), ("read", heard)]
+    assert done == [("smart turn",), ("heard",), ("smart turn done",), ("ahead", heard), ("begun",), ("read", heard)]
 
 
 def test_semantic_mode_leaves_starts_alone_and_rejects_an_unknown_eagerness():
