@@ -449,6 +449,11 @@ def _heard_early_at(audio: np.ndarray) -> int:
     raise AssertionError("no pause")
 
 
+async def _offered(done: list, heard: str) -> None:
+    while ("ahead", heard) not in done:
+        await asyncio.sleep(0.01)
+
+
 def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_words(monkeypatch):
     """The early transcript, ready before the pause is judged, is offered to the thinker at once
     (the answer's first words are what the listener waits for); Smart Turn is asked about the pause
@@ -465,8 +470,7 @@ def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_word
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
             await _append_all(s, audio[:early])
-            while ("ahead", heard) not in done:  # heard, and offered, before Smart Turn's first ask
-                await asyncio.sleep(0.01)
+            await asyncio.wait_for(_offered(done, heard), 5.0)  # heard, and offered, before Smart Turn's first ask
             await _append_all(s, audio[early:])
             await s.until("input_audio_buffer.committed")
 
