@@ -5,6 +5,7 @@
     python benchmarks/latency.py --parts talk chat  # a subset
     python benchmarks/latency.py --parts talk --rules client smart   # some of talk's turn rules
     python benchmarks/latency.py --parts talk --thinker-server       # no answer begun in the pause
+    python benchmarks/latency.py --parts talk --per-turn             # each turn's figures too
 
 talk: twenty spoken questions (talk.py's ten and ten more, read by the embedded voice without its
 sampling noise, so every run hears the same audio), headless, the session in process, twice:
@@ -117,7 +118,7 @@ def talk_engine(llm: str, thinker_server: str | None):
     return Engines().engine(EngineChoice(Connection(None, None), llm=llm, stages=stage_servers(llm=thinker_server)))
 
 
-def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None = None) -> None:
+def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None = None, per_turn: bool = False) -> None:
     from omnicli.realtime.sources import FileVoice
     from omnicli.realtime.speakers import FileSpeaker
     from omnicli.realtime.talk import TalkClient, TalkOptions
@@ -169,7 +170,7 @@ def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None =
         print(row("  " + NAMES[step], values, "goal p50 <= 350" if step == "played" else ""))
     print(row("end of speech -> turn end", turn_end))
     print(row("end of speech -> first sample", speech_end, "goal p50 <= 600 with semantic turns"))
-    if os.environ.get("OMNI_LATENCY_TURNS"):
+    if per_turn:
         print("  per turn, end of speech -> turn end / first sample, ms:",
               ", ".join(f"{(t.asked_at - t.started_at) * 1000:.0f}/{(t.waited or 0) * 1000:.0f}" for t in client.state.timings))
     print(lag_line("event loop (session + client)", lag.lags))
@@ -298,13 +299,14 @@ def main() -> None:
     parser.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="talk: the turn rules to run")
     parser.add_argument("--thinker-server", action="store_true",
                         help="talk: the thinker in llama-cpp-python's OpenAI server, so nothing is begun in the pause")
+    parser.add_argument("--per-turn", action="store_true", help="talk: each turn's end of speech -> turn end / first sample")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="omni-latency-"))
     if "talk" in args.parts:
         with contextlib.ExitStack() as stack:
             url = stack.enter_context(thinker_server(args.llm, work)) if args.thinker_server else None
             for turns in args.rules:
-                talk_timeline(args.llm, work, turns, url)
+                talk_timeline(args.llm, work, turns, url, args.per_turn)
     if "chat" in args.parts:
         chat_timeline(args.llm)
     if "serve" in args.parts:
