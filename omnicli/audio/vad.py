@@ -256,6 +256,11 @@ class TurnDetector:
         """How much audio was fed so far (whole VAD chunks)."""
         return self._position_ms
 
+    @property
+    def trailing_silence_ms(self) -> int:
+        """While speaking: the silence heard since the last voiced chunk (a pause not yet a stop)."""
+        return self._run_ms if self.speaking else 0
+
     def end_turn(self) -> None:
         """The turn was ended from outside (a client's commit or clear took it): whatever follows is
         a new turn, so the speech already committed is not stopped, and committed, a second time.

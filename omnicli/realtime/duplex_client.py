@@ -9,9 +9,12 @@
 What was heard is measured where it is heard: `played_ms` of a response counts the samples the
 speaker has actually played of it, so the history the server keeps (`ack_only`) is what the
 listener heard. Speech over the answer is the server's to judge where its capabilities say
-`supports_barge_in` (it cancels; we flush and acknowledge); elsewhere the client forces the
-barge-in itself: flush, `response.cancel`, `input_audio_buffer.clear`, then the user's speech again
-from its start. Everything branches on the session's capabilities, never on a model name.
+`supports_barge_in` (it cancels; we flush and acknowledge); elsewhere the client judges it as the
+server's overlap policy would: a remark shorter than a backchannel ("uh-huh": the session's
+`overlap_short_ack_ms`) is dropped (`input_audio_buffer.clear`) and the answer plays on; speech
+that goes on past it is a barge-in the client forces: flush, `response.cancel` (while the server is
+still making the answer), `input_audio_buffer.clear`, then the user's speech again from its start.
+Everything branches on the session's capabilities, never on a model name.
 """
 
 import asyncio
@@ -31,6 +34,7 @@ from omnicli.errors import OmniError, ServerError
 from omnicli.protocol import duplex
 from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, ServerEvent, error_code_and_message
 from omnicli.realtime.duplex_client_link import DuplexLink, SessionRefused
+from omnicli.realtime.duplex_overlap import SHORT_ACK_MS
 from omnicli.realtime.duplex_presets import PRESETS, InputEncoder, Preset, session_config
 from omnicli.realtime.echo_gate import EchoGate, next_heard_frame
 from omnicli.realtime.latency import RecordingClock
@@ -171,6 +175,8 @@ class DuplexTalkClient:
         self.interruptions = 0
         self.forced = 0
         """Barge-ins the client forced (the server has none)."""
+        self.backchannels = 0
+        """Remarks over an answer the client dropped (the server has no barge-in to judge them)."""
         self.on_speaker: list[Playing] = []
         """Responses whose audio the speaker holds or plays, oldest first."""
         self.active: str | None = None
@@ -190,6 +196,11 @@ class DuplexTalkClient:
         """Microphone audio appended so far: where the model's input units close."""
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, _PREROLL_MS // FRAME_MS) + 1)
         """The latest frames sent: the speech's onset when Silero says it started."""
+        self._overlap_from: int | None = None
+        """Where speech over an answer the server will not cut began (ms of audio heard), while
+        it may still be a backchannel."""
+        self._overlap_audio: list[np.ndarray] = []
+        """That speech from its onset: sent again after the clear, should it become a barge-in."""
         self.echo = EchoGate(options.echo_gate)
         self._last_event_at = time.monotonic()
         self._last_ack_at = 0.0
@@ -307,12 +318,16 @@ class DuplexTalkClient:
             if sum(len(f) for f in self._unsent) * 1000 >= self._append_ms * SPEECH_RATE:
                 await self._flush_input()
             self._preroll.append(frame)
+            if self._overlap_from is not None:
+                self._overlap_audio.append(frame)
             assert self._detector is not None
             for turn in await asyncio.to_thread(self._detector.feed, frame):
                 if turn.kind == "started":
                     await self._speech_started()
                 else:
                     await self._speech_stopped(self._recording.recorded_at(turn.ms))  # the wait began there
+            if self._overlap_from is not None:
+                await self._weigh_overlap()
 
     async def _flush_input(self) -> None:
         if self._unsent:
@@ -339,11 +354,34 @@ class DuplexTalkClient:
             return
         if self.capabilities.supports_barge_in:
             return  # the server's overlap policy judges it: a remark is dropped, sustained speech barges in
-        await self._force_barge_in()
+        assert self._detector is not None
+        self._overlap_from = self._detector.heard_ms - self._detector.min_speech_ms
+        self._overlap_audio = list(self._preroll)
+
+    def _backchannel_ms(self) -> int:
+        """The longest remark over an answer that is not the user taking the turn."""
+        ms = self.link.session.get("overlap_short_ack_ms")
+        return ms if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0 else SHORT_ACK_MS
+
+    async def _weigh_overlap(self) -> None:
+        """Speech over an answer the server will not cut: a barge-in once it lasts longer than a
+        backchannel; the next turn if the answer ended first."""
+        assert self._detector is not None and self._overlap_from is not None
+        if not self._answer_in_progress():
+            self._overlap_from, self._overlap_audio = None, []
+        elif self._detector.heard_ms - self._detector.trailing_silence_ms - self._overlap_from >= self._backchannel_ms():
+            audio, self._overlap_from, self._overlap_audio = self._overlap_audio, None, []
+            self.state.overlap_decision(OverlapAction.BARGE_IN.value)
+            await self._force_barge_in(audio)
 
     async def _speech_stopped(self, speech_end_at: float) -> None:
-        """A pause: the turn may be over. The model decides (`create_response: false`)."""
+        """A pause: the turn may be over. The model decides (`create_response: false`). A remark
+        over the answer that ended before it grew longer than a backchannel is dropped instead."""
         self.user_speaking = False
+        if self._overlap_from is not None:
+            self._overlap_from, self._overlap_audio = None, []
+            await self._drop_backchannel()
+            return
         if self.options.turns == "server":
             return
         await self._flush_input()
@@ -375,24 +413,30 @@ class DuplexTalkClient:
         audible = self.speaker.buffered_seconds > 0 and self.playing is not None and self.playing.response_id not in self.cut
         return audible or (self.active is not None and self.active not in self.cut)
 
-    async def _force_barge_in(self) -> None:
-        """No barge-in on the server: stop the answer here, cancel it there, and send the user's
-        speech again from its start (the clear dropped it with the rest of the buffer)."""
-        target = self.active if self.active not in self.cut else None
+    async def _drop_backchannel(self) -> None:
+        """"uh-huh" over the answer: the answer plays on, and the remark is not a turn (cleared
+        from the input, as the server's own policy drops it)."""
+        self.backchannels += 1
+        self.state.remark_dropped()
+        await self._flush_input()
+        await self.send({"type": ClientEvent.INPUT_CLEAR.value})
+
+    async def _force_barge_in(self, speech: list[np.ndarray]) -> None:
+        """No barge-in on the server: stop the answer here, cancel it there unless the server has
+        finished it (only its playing was left), and send the user's `speech` again from its
+        onset (the clear dropped it with the rest of the buffer)."""
+        target = self.active if self.active is not None and self.active not in self.cut else None
         if self.playing is not None and self.playing.response_id not in self.cut:
-            target = target or self.playing.response_id
             await self._cut_off()
         elif target is not None:
-            self.cut.add(target)
             self.state.cut_off(0)
-        self.forced += 1
-        cancel: dict = {"type": ClientEvent.RESPONSE_CANCEL.value}
         if target is not None:
-            cancel["response_id"] = target
-        await self.send(cancel)
-        self._unsent = []  # the preroll holds them
+            self.cut.add(target)
+            await self.send({"type": ClientEvent.RESPONSE_CANCEL.value, "response_id": target})
+        self.forced += 1
+        self._unsent = []  # `speech` holds them
         await self.send({"type": ClientEvent.INPUT_CLEAR.value})
-        await self._append(np.concatenate(list(self._preroll)))
+        await self._append(np.concatenate(speech))
 
     async def _cut_off(self) -> None:
         """The user talked over the answer: what was not heard is dropped from the speaker, and

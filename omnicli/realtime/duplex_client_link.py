@@ -47,15 +47,16 @@ class Socket(Protocol):
 
 @dataclass(frozen=True)
 class Backoff:
-    """Jittered exponential backoff between resume attempts: attempt n waits a random time
-    between `low` and min(`high`, `low` * 2**n) seconds."""
+    """Jittered exponential backoff between resume attempts: attempt n (from 0) waits a random
+    time between `low` and min(`high`, `low` * 2**(n+1)) seconds, the first too, so clients dropped
+    together do not all come back at once."""
 
     attempts: int = 5
     low: float = 0.25
     high: float = 4.0
 
     def delay(self, attempt: int) -> float:
-        return random.uniform(self.low, max(self.low, min(self.high, self.low * 2**attempt)))
+        return random.uniform(self.low, max(self.low, min(self.high, self.low * 2 ** (attempt + 1))))
 
 
 class DuplexSocket(WebSocketTransport):

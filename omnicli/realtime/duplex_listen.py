@@ -44,9 +44,7 @@ class DuplexInput(InputBuffer):
     @property
     def voiced_until_ms(self) -> int:
         """Where the speech heard so far ends: the input position less the silence since."""
-        detector = self._detector
-        silence = detector._run_ms if detector is not None and detector.speaking else 0  # noqa: SLF001
-        return self._heard_ms - silence
+        return self._heard_ms - (self._detector.trailing_silence_ms if self._detector is not None else 0)
 
     async def hear(self, audio: str, rate: int) -> Heard:
         if rate not in INPUT_RATES:

@@ -29,6 +29,8 @@ class Preset:
     overlap_policy: str | None = None
     playback_commit_policy: str | None = None
     extra_body: dict = field(default_factory=dict)
+    voice: str | None = None
+    """The voice asked for unless `--voice` names another (PersonaPlex's bundled voice prompts)."""
 
 
 PRESETS = {
@@ -36,7 +38,7 @@ PRESETS = {
     "minicpmo": Preset("minicpmo", needs_ref_audio=True, overlap_policy="listen_only",
                        playback_commit_policy="ack_only",
                        extra_body={"native_duplex": True, "force_listen_count": 0}),
-    "personaplex": Preset("personaplex", input_rate=24000, input_format="pcm_f32le"),
+    "personaplex": Preset("personaplex", input_rate=24000, input_format="pcm_f32le", voice="NATF2.pt"),
 }
 
 
@@ -98,7 +100,7 @@ def session_config(chosen: Preset, *, model: str | None = None, ref_audio: str |
         "turn_detection": None,
         "extra_body": {"auto_response": True, **chosen.extra_body},
     }
-    optional = {"model": model, "ref_audio": ref_audio, "instructions": instructions, "voice": voice,
+    optional = {"model": model, "ref_audio": ref_audio, "instructions": instructions, "voice": voice or chosen.voice,
                 "overlap_policy": chosen.overlap_policy, "playback_commit_policy": chosen.playback_commit_policy}
     session.update({key: value for key, value in optional.items() if value is not None})
     return session

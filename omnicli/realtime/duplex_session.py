@@ -253,7 +253,8 @@ class DuplexSession(Lifeline):
                     continue
             if self.input.pcm:
                 await self._commit_item(item_id)
-                await self._respond()
+                if self.config.auto_response:  # else the client asks for each answer (response.create)
+                    await self._respond()
         if self._overlap_from is not None and self.input.speaking:
             sustained = duplex_overlap.while_speaking(self.config.overlap, self.input.voiced_until_ms - self._overlap_from)
             if sustained is not None:

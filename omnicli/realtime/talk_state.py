@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.protocol.duplex import OverlapAction
 from omnicli.realtime.answer_text import Answer
 from omnicli.realtime.latency import TurnTiming, summary
 
@@ -223,6 +224,11 @@ class TalkState:
     def overlap_decision(self, action: str) -> None:
         """Duplex: the server's word on speech over the answer (drop, listen or barge_in)."""
         self.overlap = action
+
+    def remark_dropped(self) -> None:
+        """Duplex: the user's remark over the answer was a backchannel; the answer plays on."""
+        self.recording = False
+        self.overlap = OverlapAction.DROP.value
 
     def server_got_no_audio(self) -> None:
         self.turn_skipped(f"{NOT_CAUGHT}: no audio reached the server")

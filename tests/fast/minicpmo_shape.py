@@ -28,7 +28,8 @@ is a call of that tool, as Nemotron VoiceChat makes one, and the spoken answer f
 asking for `extra_body.auto_response` is refused with `invalid_duplex_runtime_config` in the nested
 error shape, and a commit is answered only when it asks, `response_create: true`), `text_only`
 (the answer's transcript deltas without its audio), `lose_first_commit` (the socket dies with the
-first commit, which the server never heard).
+first commit, which the server never heard), `resumable` (`supports_session_resume`), `truncates`
+(`supports_audio_truncate`, by default as `supports_barge_in`).
 """
 
 import asyncio
@@ -122,8 +123,11 @@ class MiniCPMoShape:
                  idle_timeout_s: float = 300.0, needs_ref_audio: bool = True, greet: bool = False,
                  audible: bool = False, forget_on_drop: bool = False, chunk_period_ms: int = 1000,
                  tool_call: tuple[str | None, str] | None = None, turn_based: bool = False,
-                 text_only: bool = False, lose_first_commit: bool = False) -> None:
+                 text_only: bool = False, lose_first_commit: bool = False, resumable: bool = True,
+                 truncates: bool | None = None) -> None:
         self.supports_barge_in = supports_barge_in
+        self.resumable = resumable
+        self.truncates = supports_barge_in if truncates is None else truncates
         self.answer, self.deltas, self.delta_ms, self.pace_s, self.hold = answer, deltas, delta_ms, pace_s, hold
         self.drop_after_deltas = drop_after_deltas
         self.replay_extra = replay_extra
@@ -200,8 +204,8 @@ class MiniCPMoShape:
     async def _create(self, ws, config: dict) -> Session:
         level = "turn_based_duplex" if self.turn_based else "model_native_duplex"
         capabilities = {"implementation_level": level, "supports_input_append": True,
-                        "supports_barge_in": self.supports_barge_in, "supports_session_resume": True,
-                        "supports_session_lease": True, "supports_audio_truncate": self.supports_barge_in,
+                        "supports_barge_in": self.supports_barge_in, "supports_session_resume": self.resumable,
+                        "supports_session_lease": True, "supports_audio_truncate": self.truncates,
                         "chunk_period_ms": self.chunk_period_ms, "input_modes": ["append_audio_chunk"]}
         session = Session(f"sess_{next(_tokens):04d}", f"rt_{next(_tokens):04d}", capabilities, config, self.idle_timeout_s)
         session.ws = ws

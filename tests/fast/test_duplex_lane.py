@@ -241,6 +241,27 @@ def test_a_spoken_question_is_answered_with_speak_before_the_audio(rate):
 
 
 
+def test_with_auto_response_off_a_turn_the_server_ends_is_committed_and_answered_only_when_asked():
+    """`extra_body.auto_response: false`: the client asks for each answer (`response.create`), so
+    a turn end the server heard commits the turn and starts no answer of its own."""
+    engine = ScriptedEngine(chat=ANSWER)
+
+    async def test(app):
+        socket, created = await connect(app, {"extra_body": {"auto_response": False}})
+        await socket.stream(spoken(QUESTION))
+        await socket.until("conversation.item.done")
+        await socket.send({"type": "response.create"})
+        await socket.until("response.done")
+        return created, socket.seen
+
+    created, seen = run(test, engine)
+    kinds = [event["type"] for event in seen]
+    assert created["session"]["extra_body"]["auto_response"] is False
+    assert kinds.count("input_audio_buffer.committed") == 1 and "error" not in kinds
+    assert kinds.count("response.created") == 1
+    assert len([r for r in engine.requests if isinstance(r, ChatRequest)]) == 1
+    assert seen[kinds.index("response.done")]["response"]["status"] == "completed"
+
 def test_a_turn_heard_before_its_end_is_offered_as_the_request_its_answer_makes_and_the_answer_begun():
     """As in the turn-based session: with one talker the engine may begin the answer in the pause,
     and the answer then makes the very request it was offered, so it takes over what was begun."""

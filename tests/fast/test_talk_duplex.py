@@ -204,12 +204,22 @@ def test_a_resume_the_server_refuses_ends_the_talk_in_one_line(tmp_path):
     assert not said.exists()
 
 
+def test_a_dropped_socket_on_a_server_that_does_not_resume_ends_the_talk_in_one_line(tmp_path):
+    """supports_session_resume false (PersonaPlex): no session.resume is tried, the talk ends."""
+    shape = MiniCPMoShape(deltas=4, drop_after_deltas=1, resumable=False)
+    with served(shape.handler) as url:
+        result, said, events = talk_duplex(url, tmp_path)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("omni: error: the duplex connection was lost (")
+    assert result.stderr.strip().endswith("and the server does not resume sessions")
+    assert len(shape.received) == 1 and not of(events, "out", "session.resume")
+
 def test_resume_backoff_is_jittered_and_grows_to_its_ceiling():
     backoff = Backoff(attempts=5, low=0.25, high=4.0)
-    for attempt, ceiling in enumerate([0.25, 0.5, 1.0, 2.0, 4.0, 4.0]):
+    for attempt, ceiling in enumerate([0.5, 1.0, 2.0, 4.0, 4.0, 4.0]):
         delays = {backoff.delay(attempt) for _ in range(50)}
         assert all(0.25 <= d <= ceiling for d in delays)
-        assert len(delays) > 1 or ceiling == 0.25  # jittered wherever there is room
+        assert len(delays) > 1  # jittered, the first attempt too
 
 
 def png(path: Path) -> Path:
@@ -411,10 +421,56 @@ def test_client_forced_barge_in_where_the_server_has_none():
     assert any(line.endswith("—[interrupted]") for line in d.view.lines)
 
 
-def test_server_barge_in_where_the_server_has_it():
+def test_a_backchannel_over_an_answer_the_server_cannot_cut_is_dropped_and_the_answer_plays_on():
+    """supports_barge_in false: a remark shorter than a backchannel ("uh-huh") is not the user
+    taking the turn: no cancel, nothing flushed, no turn committed; the remark is cleared."""
+    shape = MiniCPMoShape(supports_barge_in=False, deltas=10, hold=8)
+
+    async def go(url: str):
+        async with Duplex(url) as d:
+            d.ask()
+            await d.log.until("in", "response.audio.delta", 8)
+            d.speaker.play(int(0.6 * SPEECH_RATE))
+            d.voice.say(np.concatenate([speech()[:int(0.45 * SPEECH_RATE)], silence(0.8)]))
+            await d.log.until("out", "input_audio_buffer.clear")
+            labels = list(d.client.state.badges)
+        return d, labels
+
+    with served(shape.handler) as url:
+        d, labels = run(go(url))
+    assert not d.log.of("out", "response.cancel") and len(d.log.of("out", "input_audio_buffer.commit")) == 1
+    assert d.speaker.flushed == 0 and (d.client.forced, d.client.backchannels, d.client.interruptions) == (0, 1, 0)
+    assert d.client.active == "resp_01" and "resp_01" not in d.client.cut
+    assert "overlap: drop" in labels
+
+
+def test_a_forced_barge_in_over_an_answer_the_server_has_finished_stops_its_playing_and_cancels_nothing():
+    """The answer is done on the server and only playing here: the client cuts it off where the
+    speaker was, but sends no `response.cancel` (a strict server would answer it with an error)."""
+    shape = MiniCPMoShape(supports_barge_in=False, deltas=5)
+
+    async def go(url: str):
+        async with Duplex(url) as d:
+            d.ask()
+            await d.log.until("in", "response.done")
+            d.speaker.play(int(0.4 * SPEECH_RATE))
+            d.voice.say(np.concatenate([speech(), silence(0.8)]))
+            await d.log.until("out", "input_audio_buffer.clear")
+            await d.log.until("out", "input_audio_buffer.commit", 2)
+        return d
+
+    with served(shape.handler) as url:
+        d = run(go(url))
+    assert not d.log.of("out", "response.cancel") and not d.log.of("in", "error")
+    assert d.speaker.flushed == 1 and d.client.forced == 1
+    assert [a["played_ms"] for a in d.acks() if a["response_id"] == "resp_01"][-1] == 400
+
+@pytest.mark.parametrize("truncates", [True, False])
+def test_server_barge_in_where_the_server_has_it(truncates):
     """supports_barge_in true: the client keeps streaming; the server cancels, and the client
-    stops playing at once and acknowledges (truncating) exactly what was played."""
-    shape = MiniCPMoShape(supports_barge_in=True, deltas=10, hold=8)
+    stops playing at once and acknowledges exactly what was played (truncating the stored answer
+    where `supports_audio_truncate` says the server can)."""
+    shape = MiniCPMoShape(supports_barge_in=True, deltas=10, hold=8, truncates=truncates)
 
     async def go(url: str):
         async with Duplex(url) as d:
@@ -432,8 +488,9 @@ def test_server_barge_in_where_the_server_has_it():
     assert not d.log.of("out", "response.cancel") and not d.log.of("out", "input_audio_buffer.clear")
     assert d.log.of("in", "overlap.decision")[0]["action"] == "barge_in"
     assert d.log.of("in", "response.done")[0]["response"]["status"] == "cancelled"
-    truncating = [a for a in d.acks() if a.get("truncate")]
-    assert len(truncating) == 1 and truncating[0]["played_ms"] == 600 == d.speaker.played_frames * 1000 // SPEECH_RATE
+    assert [a for a in d.acks() if a["response_id"] == "resp_01"][-1]["played_ms"] == 600
+    assert d.speaker.played_frames * 1000 // SPEECH_RATE == 600
+    assert [a["played_ms"] for a in d.acks() if a.get("truncate")] == ([600] if truncates else [])
     assert d.speaker.flushed == 1 and d.client.forced == 0 and d.client.interruptions == 1
     assert next(iter(shape.sessions.values())).history[0]["played_ms"] == 600
     assert "overlap: barge_in" in labels
@@ -509,6 +566,8 @@ def test_personaplex_preset_sends_24khz_float_audio():
     session = session_config(chosen)
     assert (session["input_audio_format"], session["sample_rate_hz"]) == ("pcm_f32le", 24000)
     assert "ref_audio" not in session and "overlap_policy" not in session
+    assert session["voice"] == "NATF2.pt" and session_config(chosen, voice="NATM1.pt")["voice"] == "NATM1.pt"
+    assert "voice" not in session_config(PRESETS["default"])  # the server's own voice
     frame = np.linspace(-0.5, 0.5, 960, dtype=np.float32)
     data = InputEncoder(chosen).encode(frame)
     assert np.array_equal(np.frombuffer(data, "<f4"), frame)
