@@ -5,6 +5,10 @@ user's speech -> first answer sample, and commit -> first audio delta, with each
 (ASR, thinker's first text, talker's first audio), beside the same three stages called directly.
 Goal on a 2-core machine: commit-to-first-audio p50 <= 700 ms.
 Usage: python benchmarks/talk.py
+Turns ended by meaning against 500 ms-silence turns, side by side in one run (end of speech -> first
+answer sample, with and without a thinker that can begin answers in the pause):
+`python benchmarks/latency.py --parts talk [--thinker-server]`; how often they cut a sentence:
+`python benchmarks/turns.py`; duplex against turn-based: `python benchmarks/duplex.py`.
 """
 
 import asyncio

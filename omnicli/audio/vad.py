@@ -257,6 +257,11 @@ class TurnDetector:
         return self._position_ms
 
     @property
+    def pending_stop(self) -> TurnEvent | None:
+        """The stop waiting for `confirm` (its `ms`: where the speech before the pause ended)."""
+        return self._pending
+
+    @property
     def trailing_silence_ms(self) -> int:
         """While speaking: the silence heard since the last voiced chunk (a pause not yet a stop)."""
         return self._run_ms if self.speaking else 0

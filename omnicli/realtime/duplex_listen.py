@@ -43,8 +43,14 @@ class DuplexInput(InputBuffer):
 
     @property
     def voiced_until_ms(self) -> int:
-        """Where the speech heard so far ends: the input position less the silence since."""
-        return self._heard_ms - (self._detector.trailing_silence_ms if self._detector is not None else 0)
+        """Where the speech heard so far ends: where the pause being judged began, else the input
+        position less the silence since."""
+        detector = self._detector
+        if detector is None:
+            return self._heard_ms
+        if (pending := detector.pending_stop) is not None:
+            return pending.ms
+        return self._heard_ms - detector.trailing_silence_ms
 
     async def hear(self, audio: str, rate: int) -> Heard:
         if rate not in INPUT_RATES:

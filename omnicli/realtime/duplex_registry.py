@@ -16,6 +16,7 @@ from omnicli.protocol.duplex import (
     ClientEvent,
     ErrorCode,
     ImplementationLevel,
+    error_code_and_message,
     handshake_error,
     realtime_error,
 )
@@ -132,7 +133,7 @@ class DuplexRegistry:
             await attachment.send(error)
         except Exception as exc:  # noqa: BLE001 - gone already
             log.debug("duplex: cannot refuse: %s", exc)
-        await attachment.close(code, str(error.get("code") or ""))
+        await attachment.close(code, error_code_and_message(error)[0] or "")
         return None
 
     def _ended(self, session: Lifeline) -> None:

@@ -244,13 +244,8 @@ class DuplexSession(Lifeline):
                 continue
             item_id, self._speech_item_id = self._speech_item_id or new_id("item"), None
             await self.emit(ServerEvent.SPEECH_STOPPED, audio_end_ms=turn.ms, item_id=item_id)
-            if self._overlap_from is not None:
-                decision = duplex_overlap.when_stopped(self.config.overlap, max(0, turn.ms - self._overlap_from))
-                self._overlap_from = None
-                await self._decided(decision)
-                if decision.action == OverlapAction.DROP:
-                    self.input.clear()
-                    continue
+            if self._overlap_from is not None and await self._overlap_dropped(turn.ms):
+                continue
             if self.input.pcm:
                 await self._commit_item(item_id)
                 if self.config.auto_response:  # else the client asks for each answer (response.create)
@@ -262,6 +257,19 @@ class DuplexSession(Lifeline):
                 await self._decided(sustained)
                 await self._barge_in(None)
         self.input.settle()
+
+    async def _overlap_dropped(self, until_ms: int) -> bool:
+        """The user's speech over the answer ended at `until_ms`: the overlap policy's word on it.
+        A backchannel is dropped (cleared; True); longer speech is a turn, answered after the
+        answer under way."""
+        assert self._overlap_from is not None
+        decision = duplex_overlap.when_stopped(self.config.overlap, max(0, until_ms - self._overlap_from))
+        self._overlap_from = None
+        await self._decided(decision)
+        if decision.action != OverlapAction.DROP:
+            return False
+        self.input.clear()
+        return True
 
     async def _decided(self, decision: duplex_overlap.Decision) -> None:
         await self.emit(ServerEvent.OVERLAP_DECISION, session_id=self.id, epoch=self.epoch,
@@ -284,6 +292,10 @@ class DuplexSession(Lifeline):
             self._speech_item_id = None
             if create is not None or self.config.auto_response:  # typed text is finished: nothing to wait for
                 await self._respond()
+            return
+        if create is not True and self._overlap_from is not None and await self._overlap_dropped(self.input.voiced_until_ms):
+            self.input.end_turn()  # the client's pause came before ours: the remark ends here, not as a turn later
+            self._speech_item_id = None
             return
         if create is False and not self.input.voiced:  # nothing said since the last turn: nothing to answer
             self.input.clear()

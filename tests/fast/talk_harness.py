@@ -230,9 +230,11 @@ def meter(term) -> int:
     return (term.line_with(r"^│ mic ") or "").count("█")
 
 
-def duplex_talker(url: str) -> tuple[Voice, Log, DuplexLink, DuplexTalkClient]:
+def duplex_talker(url: str, *, echo_gate: bool = True) -> tuple[Voice, Log, DuplexLink, DuplexTalkClient]:
     """`omni talk --duplex`'s client for `url` (the default preset, quick resumes), on a voice the
-    test speaks into, every event in a log to wait on."""
+    test speaks into, every event in a log to wait on. (`echo_gate=False`: the voice is heard while
+    the answer plays, as with headphones.)"""
     voice, log = Voice(), Log()
     link = DuplexLink(url, None, None, log=log.write, backoff=Backoff(low=0.05))
-    return voice, log, link, DuplexTalkClient(link, voice, FileSpeaker(), DuplexOptions(PRESETS["default"]), Quiet())
+    options = DuplexOptions(PRESETS["default"], echo_gate=echo_gate)
+    return voice, log, link, DuplexTalkClient(link, voice, FileSpeaker(), options, Quiet())

@@ -43,6 +43,7 @@ class Socket:
         self._out: asyncio.Queue = asyncio.Queue()
         self.seen: list[dict] = []
         self.close_code: int | None = None
+        self.close_reason: str | None = None
         self.task: asyncio.Task | None = None
 
     async def open(self) -> "Socket":
@@ -66,7 +67,7 @@ class Socket:
     async def recv(self) -> dict:
         message = await asyncio.wait_for(self._out.get(), SAFETY_S)
         if message["type"] == "websocket.close":
-            self.close_code = message.get("code", 1000)
+            self.close_code, self.close_reason = message.get("code", 1000), message.get("reason")
             await self._in.put({"type": "websocket.disconnect", "code": self.close_code})
             raise Closed(self.close_code)
         event = json.loads(message["text"])
@@ -200,11 +201,11 @@ def test_the_session_cap_answers_duplex_session_busy_and_frees_the_slot_on_close
         await first.send({"type": "session.close"})
         closed = await first.until("session.closed")
         third, created = await connect(app)
-        return busy, code, closed, created
+        return busy, (code, second.close_reason), closed, created
 
     busy, code, closed, created = run(test, max_duplex_sessions=1)
     assert busy["error"]["code"] == "duplex_session_busy" and busy["error"]["type"] == "rate_limit_error"
-    assert "max_sessions=1" in busy["error"]["message"] and code == 1013
+    assert "max_sessions=1" in busy["error"]["message"] and code == (1013, "duplex_session_busy")
     assert closed["reason"] == "session_close"
     assert created["type"] == "session.created"
 
@@ -439,6 +440,33 @@ def test_a_backchannel_while_the_assistant_speaks_is_dropped_and_does_not_interr
     assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
     assert "output_audio_buffer.cleared" not in kinds
 
+
+def test_a_client_commit_that_ends_a_backchannel_before_the_server_does_is_judged_by_the_overlap_policy():
+    """`omni talk --duplex` commits at its own 500 ms pause (`create_response: false`: the model
+    decides), before Smart Turn has ended the remark here: the overlap policy still judges it, so
+    "uh-huh" is dropped, not committed as a turn, and its silence is no second turn either."""
+    hold = Hold()
+    engine = ScriptedEngine(chat=[hold, *ANSWER])
+
+    async def test(app):
+        socket, _ = await connect(app)
+        await socket.stream(spoken(QUESTION))
+        await socket.until("response.created")
+        await socket.stream(np.concatenate([quiet(0.3), say("Uh-huh."), quiet(0.5)]))
+        await socket.send({"type": "input_audio_buffer.commit", "create_response": False})
+        decision = await socket.until("overlap.decision")
+        await socket.stream(quiet(2.5))
+        hold.open()
+        done = await socket.until("response.done")
+        await socket.send({"type": "session.heartbeat"})
+        await socket.until("session.heartbeat_ack")  # every append before it was heard
+        return decision, done, socket.kinds()
+
+    decision, done, kinds = run(test, engine)
+    assert (decision["action"], decision["reason"]) == ("drop", "backchannel") and decision["overlap_ms"] < 700
+    assert done["response"]["status"] == "completed" and "error" not in kinds
+    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
+    assert kinds.count("overlap.decision") == 1
 
 def test_sustained_speech_barges_in_and_a_truncating_ack_trims_the_history():
     hold = Hold()

@@ -19,13 +19,15 @@ from cutting_proxy import CuttingProxy
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16, resample
+from omnicli.errors import ServerError
+from omnicli.realtime.duplex_client_link import DuplexLink
 from omnicli.server.app import create_app
 
 from cli_harness import omni
 from realtime_harness import silence, speech, speech_file
 from scripted import Hold, ScriptedEngine, answer
 from server_harness import uvicorn_server, uvicorn_thread
-from talk_harness import FRAME, duplex_talker
+from talk_harness import FRAME, Log, duplex_talker
 
 SAFETY_S = 30
 
@@ -99,6 +101,73 @@ def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_dou
     assert [e["type"] for e in log.of("in", "response.done")] == ["response.done"]
     assert log.of("in", "session.closed")[0]["reason"] == "session_close"
 
+
+def test_a_backchannel_while_omni_serve_answers_does_not_interrupt_it():
+    """omni serve has barge-in, so the client leaves speech over the answer to it: a short remark
+    ("uh-huh") is dropped there (`overlap.decision` drop) and the answer goes on to its end."""
+    hold = Hold()
+    engine = ScriptedEngine(chat=[*answer("Paris is the capital.", audio_seconds=1.0)[:-1], hold,
+                                  *answer(" It is in France.", audio_seconds=1.0)[1:2], answer("x")[-1]])
+
+    async def go(url: str):
+        voice, log, link, client = duplex_talker(url, echo_gate=False)
+        stop = asyncio.Event()
+        talk = asyncio.create_task(client.run(stop))
+        try:
+            await voice.started.wait()
+            voice.say(np.concatenate([speech(), silence(1.0)]))
+            await log.until("in", "response.output_audio.delta")
+            voice.say(np.concatenate([speech()[:int(0.45 * SPEECH_RATE)], silence(1.0)]))  # "uh-huh"
+            decision = await log.until("in", "overlap.decision")
+            hold.open()
+            await log.until("in", "response.done")
+        finally:
+            stop.set()
+            await talk
+        return client, log, decision
+
+    with serving(engine) as url:
+        client, log, decision = asyncio.run(asyncio.wait_for(go(url), SAFETY_S))
+    assert (decision["action"], decision["reason"]) == ("drop", "backchannel")
+    assert log.of("in", "response.done")[0]["response"]["status"] == "completed"
+    assert sum(len(s) for s in client.said) == 2 * SPEECH_RATE  # all of the answer
+    assert client.interruptions == client.forced == 0 and not log.of("out", "response.cancel")
+    assert len([r for r in engine.requests if not isinstance(r, tuple)]) == 1  # the remark was not answered
+
+
+@pytest.mark.parametrize("beating", [True, False], ids=["heartbeats", "none"])
+def test_the_clients_heartbeats_keep_omni_serves_lease_and_without_them_it_expires_in_one_line(beating):
+    """A 0.6 s lease on omni serve: the talk client's heartbeats (every 0.2 s) keep the session past
+    it; with them stopped, the session expires and the talk ends on that one line."""
+    async def go(url: str):
+        log = Log()
+        link = DuplexLink(url, None, None, log=log.write)
+        await link.open({"idle_timeout_s": 0.6})
+        assert link._heartbeat is not None and link.heartbeat_s == pytest.approx(0.2)
+        if not beating:
+            link._heartbeat.cancel()
+
+        async def read() -> None:
+            async for _ in link.events():
+                pass
+
+        reading = asyncio.create_task(read())
+        done, _ = await asyncio.wait([reading], timeout=1.5)  # past the lease twice over
+        await link.close()
+        try:
+            await reading
+        except ServerError as exc:
+            return str(exc), log
+        return ("alive" if not done else "ended"), log
+
+    with serving(ScriptedEngine(chat=answer("x"))) as url:
+        outcome, log = asyncio.run(asyncio.wait_for(go(url), SAFETY_S))
+    if beating:
+        assert outcome == "alive" and len(log.of("in", "session.heartbeat_ack")) >= 5
+        assert log.of("in", "session.closed")[0]["reason"] == "session_close"
+    else:
+        assert outcome == "the duplex session expired on the server (idle_ttl_expired)"
+        assert not log.of("in", "session.heartbeat_ack")
 
 
 DRIVER = Path(__file__).with_name("vllm_duplex_driver.py")
