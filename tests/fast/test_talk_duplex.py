@@ -388,23 +388,25 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, SAFETY_S))
 
 
+async def talked_over(url: str, answered: tuple, played_s: float) -> Duplex:
+    """A question, its answer as far as `answered` (a log event) with `played_s` of it played, then
+    a whole question spoken over it, until the client has cleared the input and committed again."""
+    async with Duplex(url) as d:
+        d.ask()
+        await d.log.until(*answered)
+        d.speaker.play(int(played_s * SPEECH_RATE))
+        d.voice.say(np.concatenate([speech(), silence(0.8)]))
+        await d.log.until("out", "input_audio_buffer.clear")
+        await d.log.until("out", "input_audio_buffer.commit", 2)
+    return d
+
+
 def test_client_forced_barge_in_where_the_server_has_none():
     """supports_barge_in false: the client stops the answer where the speaker stopped, tells the
     server how much was played, cancels the response and clears the input it talked over."""
     shape = MiniCPMoShape(supports_barge_in=False, deltas=10, hold=8)
-
-    async def go(url: str):
-        async with Duplex(url) as d:
-            d.ask()
-            await d.log.until("in", "response.audio.delta", 8)
-            d.speaker.play(int(1.2 * SPEECH_RATE))  # 1.2 s of the answer heard, 0.4 s still queued
-            d.voice.say(np.concatenate([speech(), silence(0.8)]))
-            await d.log.until("out", "input_audio_buffer.clear")
-            await d.log.until("out", "input_audio_buffer.commit", 2)
-        return d
-
     with served(shape.handler) as url:
-        d = run(go(url))
+        d = run(talked_over(url, ("in", "response.audio.delta", 8), played_s=1.2))  # 0.4 s still queued
     assert d.link.capabilities.supports_barge_in is False
     sent = [e for direction, e in d.log.events if direction == "out" and e["type"] not in ("input_audio_buffer.append", "session.event_ack")]
     cut = [e["type"] for e in sent].index("response.cancel")
@@ -448,19 +450,8 @@ def test_a_forced_barge_in_over_an_answer_the_server_has_finished_stops_its_play
     """The answer is done on the server and only playing here: the client cuts it off where the
     speaker was, but sends no `response.cancel` (a strict server would answer it with an error)."""
     shape = MiniCPMoShape(supports_barge_in=False, deltas=5)
-
-    async def go(url: str):
-        async with Duplex(url) as d:
-            d.ask()
-            await d.log.until("in", "response.done")
-            d.speaker.play(int(0.4 * SPEECH_RATE))
-            d.voice.say(np.concatenate([speech(), silence(0.8)]))
-            await d.log.until("out", "input_audio_buffer.clear")
-            await d.log.until("out", "input_audio_buffer.commit", 2)
-        return d
-
     with served(shape.handler) as url:
-        d = run(go(url))
+        d = run(talked_over(url, ("in", "response.done"), played_s=0.4))
     assert not d.log.of("out", "response.cancel") and not d.log.of("in", "error")
     assert d.speaker.flushed == 1 and d.client.forced == 1
     assert [a["played_ms"] for a in d.acks() if a["response_id"] == "resp_01"][-1] == 400

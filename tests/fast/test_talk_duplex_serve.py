@@ -62,10 +62,32 @@ def test_a_question_is_answered_headless_by_omni_serve(tmp_path, vad):
     assert (("out", "input_audio_buffer.commit") in kinds) == (vad == "client")
 
 
-def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_doubled():
+def held_answer() -> tuple[Hold, ScriptedEngine]:
+    """An engine whose answer is two seconds of audio, held after the first until `hold.open()`."""
     hold = Hold()
-    engine = ScriptedEngine(chat=[*answer("Paris is the capital.", audio_seconds=1.0)[:-1], hold,
-                                  *answer(" It is in France.", audio_seconds=1.0)[1:2], answer("x")[-1]])
+    return hold, ScriptedEngine(chat=[*answer("Paris is the capital.", audio_seconds=1.0)[:-1], hold,
+                                      *answer(" It is in France.", audio_seconds=1.0)[1:2], answer("x")[-1]])
+
+
+@contextlib.asynccontextmanager
+async def answering(url: str, *, echo_gate: bool = True):
+    """The talk client asks `url` a question; inside, the answer has begun (its first audio); on
+    leaving, the talk ends (session.close)."""
+    voice, log, link, client = duplex_talker(url, echo_gate=echo_gate)
+    stop = asyncio.Event()
+    talk = asyncio.create_task(client.run(stop))
+    try:
+        await voice.started.wait()
+        voice.say(np.concatenate([speech(), silence(1.0)]))
+        await log.until("in", "response.output_audio.delta")
+        yield voice, log, link, client
+    finally:
+        stop.set()
+        await talk
+
+
+def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_doubled():
+    hold, engine = held_answer()
 
     async def go():
         server, listener = uvicorn_server(create_app(engine, preload=False))
@@ -75,18 +97,11 @@ def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_dou
             await asyncio.sleep(0.01)
         proxy = CuttingProxy(port)
         url = await proxy.start()
-        voice, log, link, client = duplex_talker(url)
-        stop = asyncio.Event()
-        talk = asyncio.create_task(client.run(stop))
         try:
-            await voice.started.wait()
-            voice.say(np.concatenate([speech(), silence(1.0)]))
-            await log.until("in", "response.output_audio.delta")
-            proxy.cut()  # mid-answer: the rest is made while no socket is attached
-            hold.open()
-            await log.until("in", "response.done")
-            stop.set()
-            await talk
+            async with answering(url) as (voice, log, link, client):
+                proxy.cut()  # mid-answer: the rest is made while no socket is attached
+                hold.open()
+                await log.until("in", "response.done")
         finally:
             await proxy.close()
             server.should_exit = True
@@ -105,25 +120,14 @@ def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_dou
 def test_a_backchannel_while_omni_serve_answers_does_not_interrupt_it():
     """omni serve has barge-in, so the client leaves speech over the answer to it: a short remark
     ("uh-huh") is dropped there (`overlap.decision` drop) and the answer goes on to its end."""
-    hold = Hold()
-    engine = ScriptedEngine(chat=[*answer("Paris is the capital.", audio_seconds=1.0)[:-1], hold,
-                                  *answer(" It is in France.", audio_seconds=1.0)[1:2], answer("x")[-1]])
+    hold, engine = held_answer()
 
     async def go(url: str):
-        voice, log, link, client = duplex_talker(url, echo_gate=False)
-        stop = asyncio.Event()
-        talk = asyncio.create_task(client.run(stop))
-        try:
-            await voice.started.wait()
-            voice.say(np.concatenate([speech(), silence(1.0)]))
-            await log.until("in", "response.output_audio.delta")
+        async with answering(url, echo_gate=False) as (voice, log, _, client):
             voice.say(np.concatenate([speech()[:int(0.45 * SPEECH_RATE)], silence(1.0)]))  # "uh-huh"
             decision = await log.until("in", "overlap.decision")
             hold.open()
             await log.until("in", "response.done")
-        finally:
-            stop.set()
-            await talk
         return client, log, decision
 
     with serving(engine) as url:
