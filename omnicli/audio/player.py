@@ -144,6 +144,7 @@ class Player:
             self._stream.stop()  # returns once the device's buffer has played out
         finally:
             self._stream.close()
+            self._resampler.close()
 
     def close(self) -> None:
         """Stop at once (Ctrl-C, error): what the device still holds is dropped, not played."""
@@ -151,6 +152,7 @@ class Player:
             self._stream.abort()
         finally:
             self._stream.close()
+            self._resampler.close()
 
 
 _alsa_handler: object = None

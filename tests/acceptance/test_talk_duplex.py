@@ -150,17 +150,51 @@ def test_barge_in_on_real_devices_acknowledges_what_the_sink_played(pulse, quest
     assert kinds[-1] == "session.close"
 
 
+def start_storyteller(pulse, url: str, log_path):
+    """`omni talk --duplex` against `url` on the PulseAudio devices, told to answer at length."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "omnicli", "talk", "--duplex", "--server", url, "--no-echo-gate",
+         "--instructions", "Tell a long, detailed story of at least ten sentences.", "--transcript", str(log_path)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**__import__("os").environ, **pulse.env},
+    )
+
+
+def test_a_backchannel_on_real_devices_does_not_interrupt_omni_serves_answer(pulse, omni_server, tmp_path):
+    """"Uh-huh." said into the microphone while the answer plays: the lane drops it (the client's
+    own commit at its pause included), nothing is cancelled or truncated, and it is no turn."""
+    log = tmp_path / "events.jsonl"
+    proc = start_storyteller(pulse, omni_server, log)
+    try:
+        wait_for(log, "in", "session.created")
+        time.sleep(1.0)
+        pulse.speak_into_microphone(at_48k(synthesize("Tell me a long story about a brave knight.")))
+        wait_for(log, "in", "response.output_audio.delta", timeout=90)
+        time.sleep(2.0)  # the answer is playing
+        pulse.speak_into_microphone(at_48k(synthesize("Uh-huh.")))
+        decision = wait_for(log, "in", "overlap.decision")[0]
+        time.sleep(1.5)  # the answer goes on
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert proc.returncode == 130, proc.stderr.read() if proc.stderr else ""
+    assert (decision["action"], decision["reason"]) == ("drop", "backchannel")
+    logged = events_of(log)
+    leaving = next(i for i, e in enumerate(logged) if e["dir"] == "out" and e["event"]["type"] == "session.close")
+    events = [e["event"] for e in logged[:leaving]]  # (Ctrl-C then cuts the answer, as it should)
+    kinds = [e["type"] for e in events]
+    assert "response.cancel" not in kinds and "output_audio_buffer.cleared" not in kinds
+    assert not [e for e in events if e["type"] == "playback.ack" and e.get("truncate")]
+    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
+    assert all(e["response"]["status"] == "completed" for e in events if e["type"] == "response.done")
+
+
 def test_server_barge_in_on_real_devices_against_omni_serve(pulse, omni_server, tmp_path):
     """omni serve has barge-in: sustained speech over the answer is the server's to cancel; the
     client stops playing and acknowledges, truncating, what it played, and the server's ledger
     takes that figure."""
     log = tmp_path / "events.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "omnicli", "talk", "--duplex", "--server", omni_server, "--no-echo-gate",
-         "--instructions", "Tell a long, detailed story of at least ten sentences.", "--transcript", str(log)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        env={**__import__("os").environ, **pulse.env},
-    )
+    proc = start_storyteller(pulse, omni_server, log)
     try:
         wait_for(log, "in", "session.created")
         time.sleep(1.0)
