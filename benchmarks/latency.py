@@ -6,6 +6,7 @@
     python benchmarks/latency.py --parts talk --rules client smart   # some of talk's turn rules
     python benchmarks/latency.py --parts talk --thinker-server       # no answer begun in the pause
     python benchmarks/latency.py --parts talk --per-turn             # each turn's figures too
+    python benchmarks/latency.py --parts talk --trace                # when each stage ran, after end of speech
 
 talk: twenty spoken questions (talk.py's ten and ten more, read by the embedded voice without its
 sampling noise, so every run hears the same audio), headless, the session in process, twice:
@@ -83,6 +84,61 @@ def recording(engine):
     return marks
 
 
+class StageTrace:
+    """When each stage of a turn ran, in absolute monotonic time: the engine's calls (the early
+    transcript, reading the prompt and writing the first words ahead, the first piece spoken ahead)
+    and the turn end's judges (Smart Turn, the words check), wrapped where they are looked up."""
+
+    def __init__(self, engine) -> None:
+        from omnicli.audio import smart_turn
+        from omnicli.engine import text_turn
+
+        self.spans: list[tuple[str, float, float]] = []
+        for owner, attr, name in [(engine, "transcribe", "transcript (ASR)"), (engine, "prepare", "answer begun ahead"),
+                                  (engine.stages.thinker, "prefill", "  thinker: prompt and first piece"),
+                                  (engine.stages.talker, "say_ahead", "  talker: first piece spoken")]:
+            if getattr(owner, attr, None) is not None:
+                setattr(owner, attr, self._timed_async(getattr(owner, attr), name))
+        smart_turn.completion_probability = self._timed(smart_turn.completion_probability, "Smart Turn")
+        text_turn.reads_finished = self._timed(text_turn.reads_finished, "the words check")
+
+    def _timed_async(self, call, name: str):
+        async def timed(*args, **kwargs):
+            start = time.monotonic()
+            try:
+                return await call(*args, **kwargs)
+            finally:
+                self.spans.append((name, start, time.monotonic()))
+        return timed
+
+    def _timed(self, call, name: str):
+        def timed(*args, **kwargs):
+            start = time.monotonic()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.spans.append((name, start, time.monotonic()))
+        return timed
+
+    def report(self, timings) -> None:
+        """Per stage, its last run before each turn's end (from 0.4 s before the voice went quiet),
+        start -> end in ms after the voice went quiet, p50 over the turns."""
+        rows: dict[str, list[tuple[float, float]]] = {}
+        for timing in timings:
+            last: dict[str, tuple[float, float]] = {}
+            for name, start, end in self.spans:
+                if timing.started_at - 0.4 <= start <= timing.asked_at:
+                    last[name] = (start - timing.started_at, end - timing.started_at)
+            for name, span in last.items():
+                rows.setdefault(name, []).append(span)
+        print("  when each stage ran, ms after the voice went quiet (p50 of its start -> of its end; turns):")
+        for name, spans in rows.items():
+            starts, ends = [a for a, _ in spans], [b for _, b in spans]
+            print(f"    {name:<40}{percentile(starts, .5) * 1000:>6.0f} -> {percentile(ends, .5) * 1000:.0f}   ({len(spans)})")
+        asked = [t.asked_at - t.started_at for t in timings]
+        print(f"    {'turn end (commit)':<40}{percentile(asked, .5) * 1000:>6.0f}")
+
+
 class Timeline:
     """The talk client's event log, kept as absolute monotonic times (the engine's clock)."""
 
@@ -118,7 +174,8 @@ def talk_engine(llm: str, thinker_server: str | None):
     return Engines().engine(EngineChoice(Connection(None, None), llm=llm, stages=stage_servers(llm=thinker_server)))
 
 
-def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None = None, per_turn: bool = False) -> None:
+def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None = None, per_turn: bool = False,
+                  trace: bool = False) -> None:
     from omnicli.realtime.sources import FileVoice
     from omnicli.realtime.speakers import FileSpeaker
     from omnicli.realtime.talk import TalkClient, TalkOptions
@@ -127,6 +184,7 @@ def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None =
     engine = talk_engine(llm, thinker_server)
     wav = dialog(work, QUESTIONS + MORE_QUESTIONS)
     marks = recording(engine)
+    stages = StageTrace(engine) if trace else None
     log = Timeline()
     client = TalkClient(LocalTransport(engine), FileVoice(str(wav)), FileSpeaker(), TalkOptions(turns=turns), Quiet(), log)
     lag = LoopLag()
@@ -173,6 +231,8 @@ def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None =
     if per_turn:
         print("  per turn, end of speech -> turn end / first sample, ms:",
               ", ".join(f"{(t.asked_at - t.started_at) * 1000:.0f}/{(t.waited or 0) * 1000:.0f}" for t in client.state.timings))
+    if stages is not None:
+        stages.report(client.state.timings)
     print(lag_line("event loop (session + client)", lag.lags))
 
 
@@ -300,13 +360,14 @@ def main() -> None:
     parser.add_argument("--thinker-server", action="store_true",
                         help="talk: the thinker in llama-cpp-python's OpenAI server, so nothing is begun in the pause")
     parser.add_argument("--per-turn", action="store_true", help="talk: each turn's end of speech -> turn end / first sample")
+    parser.add_argument("--trace", action="store_true", help="talk: when each stage ran, in ms after the voice went quiet")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="omni-latency-"))
     if "talk" in args.parts:
         with contextlib.ExitStack() as stack:
             url = stack.enter_context(thinker_server(args.llm, work)) if args.thinker_server else None
             for turns in args.rules:
-                talk_timeline(args.llm, work, turns, url, args.per_turn)
+                talk_timeline(args.llm, work, turns, url, args.per_turn, args.trace)
     if "chat" in args.parts:
         chat_timeline(args.llm)
     if "serve" in args.parts:
