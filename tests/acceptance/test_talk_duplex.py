@@ -150,26 +150,33 @@ def test_barge_in_on_real_devices_acknowledges_what_the_sink_played(pulse, quest
     assert kinds[-1] == "session.close"
 
 
-def start_storyteller(pulse, url: str, log_path):
-    """`omni talk --duplex` against `url` on the PulseAudio devices, told to answer at length."""
-    return subprocess.Popen(
+def telling_a_story(pulse, url: str, log_path):
+    """`omni talk --duplex` against `url` on the PulseAudio devices, asked aloud for a long story;
+    returned once the story's audio has begun (the caller interrupts the process when done)."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "omnicli", "talk", "--duplex", "--server", url, "--no-echo-gate",
          "--instructions", "Tell a long, detailed story of at least ten sentences.", "--transcript", str(log_path)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env={**__import__("os").environ, **pulse.env},
     )
+    try:
+        wait_for(log_path, "in", "session.created")
+        time.sleep(1.0)  # the microphone stream is running
+        pulse.speak_into_microphone(at_48k(synthesize("Tell me a long story about a brave knight.")))
+        wait_for(log_path, "in", "response.output_audio.delta", timeout=90)
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+        raise
+    return proc
 
 
 def test_a_backchannel_on_real_devices_does_not_interrupt_omni_serves_answer(pulse, omni_server, tmp_path):
     """"Uh-huh." said into the microphone while the answer plays: the lane drops it (the client's
     own commit at its pause included), nothing is cancelled or truncated, and it is no turn."""
     log = tmp_path / "events.jsonl"
-    proc = start_storyteller(pulse, omni_server, log)
+    proc = telling_a_story(pulse, omni_server, log)
     try:
-        wait_for(log, "in", "session.created")
-        time.sleep(1.0)
-        pulse.speak_into_microphone(at_48k(synthesize("Tell me a long story about a brave knight.")))
-        wait_for(log, "in", "response.output_audio.delta", timeout=90)
         time.sleep(2.0)  # the answer is playing
         pulse.speak_into_microphone(at_48k(synthesize("Uh-huh.")))
         decision = wait_for(log, "in", "overlap.decision")[0]
@@ -194,12 +201,8 @@ def test_server_barge_in_on_real_devices_against_omni_serve(pulse, omni_server, 
     client stops playing and acknowledges, truncating, what it played, and the server's ledger
     takes that figure."""
     log = tmp_path / "events.jsonl"
-    proc = start_storyteller(pulse, omni_server, log)
+    proc = telling_a_story(pulse, omni_server, log)
     try:
-        wait_for(log, "in", "session.created")
-        time.sleep(1.0)
-        pulse.speak_into_microphone(at_48k(synthesize("Tell me a long story about a brave knight.")))
-        wait_for(log, "in", "response.output_audio.delta", timeout=90)
         time.sleep(3.0)  # let the answer play for a while
         # Longer than the lane's barge-in threshold (1.2 s of speech over the answer).
         pulse.speak_into_microphone(at_48k(synthesize("Stop, please stop the story now, I would like to ask you something else.")))
