@@ -4,7 +4,8 @@ Speech from the embedded Piper voice (no sampling noise), fed to `TurnDetector` 
 a microphone would. Printed side by side for 500 ms of silence, each semantic eagerness, and what
 omni serve's semantic_vad does (auto, and a turn end Smart Turn calls must also read finished: the
 early Whisper transcript judged by engine/text_turn.py; fed through its input buffer in real time,
-with the answer begun in the pause, which such a turn end waits for unless the voice comes back):
+with the answer begun in the pause, which such a turn end waits for unless the voice comes back;
+and the same with nothing begun, as where the thinker is a server omni cannot read ahead into):
 - end of speech -> turn end decision, p50/p90, on finished sentences (the 20 dev sentences and
   benchmarks/talk.py's 10 questions read whole): the silence heard before the decision plus the
   time the deciding call took; how many never ended, and how many ended twice (split) on the way.
@@ -17,7 +18,9 @@ with the answer begun in the pause, which such a turn end waits for unless the v
   asked (ms of silence) and each cut-off, how many of the 20 sentences read whole are cut at their
   pause, and how many of the 30 finished ones end at that first ask (the rest wait 400 ms more at
   least). The speed goal needs more than half ending there; the cut goal at most one cut.
-Usage: python benchmarks/turns.py [--grid] [--llm NAME] [--served-only]
+- with --cuts, each sentence a rule cut at its pause: the words heard before it, Smart Turn's
+  verdict, and how the words read (engine/text_turn.py).
+Usage: python benchmarks/turns.py [--grid] [--cuts] [--llm NAME] [--served-only]
 """
 
 import argparse
@@ -38,6 +41,7 @@ RULES = [("500 ms of silence", {"silence_ms": 500}), ("semantic, eagerness high"
          ("semantic, eagerness auto", {"semantic": True, "eagerness": "auto"}),
          ("semantic, eagerness low", {"semantic": True, "eagerness": "low"})]
 SERVED = "semantic auto + words"
+SERVED_ALONE = "the same, nothing begun"
 
 
 def voice():
@@ -102,13 +106,14 @@ def detected(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
     return stops
 
 
-def served(audio: np.ndarray, engine, read_turns: bool = True) -> list[tuple[object, float]]:
+def served(audio: np.ndarray, engine, begin_answers: bool = True) -> list[tuple[object, float]]:
     """The same as `run`, but through omni serve's input buffer with semantic_vad (auto), in real
     time, as a session uses it: each early transcript is offered to the engine, which begins its
     answer (one talker); the first ask of a pause has Smart Turn asked beside Whisper if it is still
     hearing the pause (else after the answer), waits for that answer unless the voice comes back
     first, and the words must read finished too (Whisper's early transcript, then
-    engine/text_turn.py); each stop commits. The time it took to decide counts."""
+    engine/text_turn.py); each stop commits. The time it took to decide counts. Without
+    `begin_answers` the engine is told nothing, so the decision waits for no answer."""
     import asyncio
     import base64
 
@@ -134,8 +139,8 @@ def served(audio: np.ndarray, engine, read_turns: bool = True) -> list[tuple[obj
             await read_ahead(engine, Conversation(), settings, transcript, begin_answer=one_talker())
 
         buffer = InputBuffer(engine, lock, turns)
-        buffer.read_turns = read_turns
-        buffer.on_heard(tell)
+        if begin_answers:
+            buffer.on_heard(tell)
         buffer.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
         for index, start in enumerate(range(0, len(audio), FRAME)):
             await asyncio.sleep(max(0.0, began + index * FRAME / RATE - time.perf_counter()))
@@ -147,7 +152,17 @@ def served(audio: np.ndarray, engine, read_turns: bool = True) -> list[tuple[obj
 
 
 def stops_of(audio: np.ndarray, rule: dict, engine) -> list[tuple[object, float]]:
-    return served(audio, engine) if rule.get("served") else detected(audio, **rule)
+    return served(audio, engine, rule.get("begin", True)) if rule.get("served") else detected(audio, **rule)
+
+
+def cut_line(first: np.ndarray, stop, asr) -> str:
+    """What a cut turn held: the words before the pause, Smart Turn's verdict, how they read."""
+    from omnicli.audio.pcm import resample
+    from omnicli.engine.text_turn import sentence_end_probability
+
+    words = asr.transcribe(resample(first, RATE, 16000), "en").text.strip()
+    smart = "not asked" if stop.probability is None else f"{stop.probability:.3f}"
+    return f"    cut: {words!r}  Smart Turn {smart}, the words {sentence_end_probability(words):.3f}"
 
 
 def asks(audio: np.ndarray, pause_ms: int) -> list[tuple[int, float]]:
@@ -190,6 +205,7 @@ def main() -> None:
                         "(default smollm2, as benchmarks/latency.py)")
     parser.add_argument("--served-only", action="store_true", help=f"only the {SERVED!r} row")
     parser.add_argument("--grid", action="store_true", help="the trade-off behind the eagerness settings")
+    parser.add_argument("--cuts", action="store_true", help="each sentence cut at its pause, and why")
     args = parser.parse_args()
     from omnicli.audio import smart_turn
     from omnicli.audio.pcm import resample
@@ -214,7 +230,7 @@ def main() -> None:
     p50s = {}
     engine = embedded_engine(llm=args.llm)
     asyncio.run(engine.preload())  # loaded before the clock runs
-    rules = ([] if args.served_only else RULES) + [(SERVED, {"served": True})]
+    rules = ([] if args.served_only else RULES) + [(SERVED, {"served": True}), (SERVED_ALONE, {"served": True, "begin": False})]
     for name, rule in rules:
         delays, unended, split = [], 0, 0
         for clip in finished:
@@ -226,19 +242,24 @@ def main() -> None:
             event, took = stops[-1]
             decided_ms = event.ms + event.silence_ms + took * 1000
             delays.append(decided_ms - (500 + speech_end_ms(clip)))
-        cuts = []
+        cuts, why = [], []
         for pairs in (between_words, halves):
             cut = 0
             for first, second in pairs:
                 stops = stops_of(np.concatenate([quiet(0.5), first, quiet(PAUSE_S), second, quiet(3.5)]), rule, engine)
                 resumed_ms = 500 + len(first) * 1000 // RATE + PAUSE_S * 1000
-                cut += any(e.ms < resumed_ms for e, _ in stops)
+                early = [e for e, _ in stops if e.ms < resumed_ms]
+                cut += bool(early)
+                if early and args.cuts and pairs is between_words:
+                    why.append(cut_line(first, early[0], asr))
             cuts.append(cut)
         p50s[name] = percentile(delays, .5)
         print(f"{name:<26}{p50s[name]:>15.0f}{percentile(delays, .9):>8.0f}{'':>8}{unended:>9}{split:>7}{cuts[0]:>13}{cuts[1]:>14}")
+        for line in why:
+            print(line)
     print(f"({SERVED}: a turn end waits for the answer begun on its words, which could not play sooner;"
           " benchmarks/latency.py --parts talk compares end of speech -> first answer sample)")
-    for name in [name for name in ("semantic, eagerness auto", SERVED) if name in p50s and "500 ms of silence" in p50s]:
+    for name in [name for name in ("semantic, eagerness auto", SERVED, SERVED_ALONE) if name in p50s and "500 ms of silence" in p50s]:
         sooner = p50s["500 ms of silence"] - p50s[name]
         print(f"goal: {name} >= 300 ms sooner than 500 ms of silence: {sooner:.0f} ms sooner; cuts <= 1 of 20")
 
