@@ -106,14 +106,15 @@ def detected(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
     return stops
 
 
-def served(audio: np.ndarray, engine, begin_answers: bool = True) -> list[tuple[object, float]]:
+def served(audio: np.ndarray, engine, begin_answers: bool = True, heard: list[str] | None = None) -> list[tuple[object, float]]:
     """The same as `run`, but through omni serve's input buffer with semantic_vad (auto), in real
     time, as a session uses it: each early transcript is offered to the engine, which begins its
     answer (one talker); the first ask of a pause has Smart Turn asked beside Whisper if it is still
     hearing the pause (else after the answer), waits for that answer unless the voice comes back
     first, and the words must read finished too (Whisper's early transcript, then
     engine/text_turn.py); each stop commits. The time it took to decide counts. Without
-    `begin_answers` the engine is told nothing, so the decision waits for no answer."""
+    `begin_answers` no answer is begun, so the decision waits for none. `heard` gets, for each stop,
+    the early transcript last heard before it (the words the session read)."""
     import asyncio
     import base64
 
@@ -126,21 +127,24 @@ def served(audio: np.ndarray, engine, begin_answers: bool = True) -> list[tuple[
 
     async def feed() -> list[tuple[object, float]]:
         lock, settings = asyncio.Lock(), SessionSettings("omni-embedded")
-        stops, began = [], time.perf_counter()
+        stops, began, transcripts = [], time.perf_counter(), [""]
 
         async def turns(events) -> None:
             for event in events:
                 if event.kind == "stopped":
                     decided = time.perf_counter() - began - (event.ms + event.silence_ms) / 1000
                     stops.append((event, decided))
+                    if heard is not None:
+                        heard.append(transcripts[-1])
                     await buffer.commit()
 
         async def tell(transcript: str) -> None:
-            await read_ahead(engine, Conversation(), settings, transcript, begin_answer=one_talker())
+            transcripts.append(transcript)
+            if begin_answers:
+                await read_ahead(engine, Conversation(), settings, transcript, begin_answer=one_talker())
 
         buffer = InputBuffer(engine, lock, turns)
-        if begin_answers:
-            buffer.on_heard(tell)
+        buffer.on_heard(tell)
         buffer.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
         for index, start in enumerate(range(0, len(audio), FRAME)):
             await asyncio.sleep(max(0.0, began + index * FRAME / RATE - time.perf_counter()))
@@ -151,18 +155,17 @@ def served(audio: np.ndarray, engine, begin_answers: bool = True) -> list[tuple[
     return asyncio.run(feed())
 
 
-def stops_of(audio: np.ndarray, rule: dict, engine) -> list[tuple[object, float]]:
-    return served(audio, engine, rule.get("begin", True)) if rule.get("served") else detected(audio, **rule)
+def stops_of(audio: np.ndarray, rule: dict, engine, heard: list[str] | None = None) -> list[tuple[object, float]]:
+    return served(audio, engine, rule.get("begin", True), heard) if rule.get("served") else detected(audio, **rule)
 
 
-def cut_line(first: np.ndarray, stop, asr) -> str:
-    """What a cut turn held: the words before the pause, Smart Turn's verdict, how they read."""
-    from omnicli.audio.pcm import resample
+def cut_line(sentence: str, stop, words: str | None) -> str:
+    """A sentence cut at its pause: Smart Turn's verdict, the words the session read and how they read."""
     from omnicli.engine.text_turn import sentence_end_probability
 
-    words = asr.transcribe(resample(first, RATE, 16000), "en").text.strip()
     smart = "not asked" if stop.probability is None else f"{stop.probability:.3f}"
-    return f"    cut: {words!r}  Smart Turn {smart}, the words {sentence_end_probability(words):.3f}"
+    read = "no words read" if words is None else f"{words!r} read {sentence_end_probability(words):.3f}"
+    return f"    cut {sentence!r}: Smart Turn {smart}; {read}"
 
 
 def asks(audio: np.ndarray, pause_ms: int) -> list[tuple[int, float]]:
@@ -203,7 +206,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llm", default="smollm2", help="the thinker that begins answers in omni serve's pauses "
                         "(default smollm2, as benchmarks/latency.py)")
-    parser.add_argument("--served-only", action="store_true", help=f"only the {SERVED!r} row")
+    parser.add_argument("--served-only", action="store_true", help=f"only the {SERVED!r} rows")
     parser.add_argument("--grid", action="store_true", help="the trade-off behind the eagerness settings")
     parser.add_argument("--cuts", action="store_true", help="each sentence cut at its pause, and why")
     args = parser.parse_args()
@@ -245,13 +248,14 @@ def main() -> None:
         cuts, why = [], []
         for pairs in (between_words, halves):
             cut = 0
-            for first, second in pairs:
-                stops = stops_of(np.concatenate([quiet(0.5), first, quiet(PAUSE_S), second, quiet(3.5)]), rule, engine)
+            for text, (first, second) in zip(dev, pairs, strict=True):
+                heard: list[str] = []
+                stops = stops_of(np.concatenate([quiet(0.5), first, quiet(PAUSE_S), second, quiet(3.5)]), rule, engine, heard)
                 resumed_ms = 500 + len(first) * 1000 // RATE + PAUSE_S * 1000
-                early = [e for e, _ in stops if e.ms < resumed_ms]
+                early = [index for index, (e, _) in enumerate(stops) if e.ms < resumed_ms]
                 cut += bool(early)
                 if early and args.cuts and pairs is between_words:
-                    why.append(cut_line(first, early[0], asr))
+                    why.append(cut_line(text, stops[early[0]][0], heard[early[0]] if heard else None))
             cuts.append(cut)
         p50s[name] = percentile(delays, .5)
         print(f"{name:<26}{p50s[name]:>15.0f}{percentile(delays, .9):>8.0f}{'':>8}{unended:>9}{split:>7}{cuts[0]:>13}{cuts[1]:>14}")
