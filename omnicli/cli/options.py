@@ -89,7 +89,7 @@ ThinkerOption = Annotated[
         "--thinker",
         metavar="llama|vllm",
         help='How the in-process thinker runs --llm: llama (llama.cpp, default) or vllm (vLLM: concurrent '
-        'requests batch; pip install "omni[vllm]"; --llm then also takes a model folder, or org/model on a GPU).',
+        'requests batch; pip install ".[vllm]"; --llm then also takes a model folder, or org/model on a GPU).',
         show_default=False,
     ),
 ]

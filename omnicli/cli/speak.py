@@ -178,11 +178,18 @@ def _progress(requests, player) -> Iterator["Bar"]:
 
 
 async def _print_voices(engine) -> None:
+    """One line per voice: name, language, gender, quality, description, and OpenAI's names it speaks."""
+    from omnicli.engine.voices import openai_names_for
+
     try:
-        for voice in await engine.voices():
-            print(f"{voice.name}\t{voice.description}".rstrip())
+        voices = await engine.voices()
     finally:
         await engine.aclose()
+    for voice in voices:
+        openai = ", ".join(openai_names_for(voice, voices))
+        fields = (voice.name, voice.language or "-", voice.gender or "-", voice.quality or "-", voice.description,
+                  f"OpenAI: {openai}" if openai else "")
+        print("\t".join(fields).rstrip())
 
 
 def _read_text(words: list[str] | None, file: str | None) -> str:

@@ -339,5 +339,6 @@ def _parse_voices(payload) -> list[Voice]:
             name = item.get("name") or item.get("id") or item.get("voice_id") or item.get("voice")
             if name:
                 description = item.get("description") or item.get("language") or ""
-                voices.append(Voice(str(name), str(description), item))
+                voices.append(Voice(str(name), str(description), item, language=str(item.get("language") or ""),
+                                    gender=str(item.get("gender") or ""), quality=str(item.get("quality") or "")))
     return voices

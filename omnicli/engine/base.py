@@ -33,9 +33,16 @@ class SpeechRequest:
 
 @dataclass(frozen=True)
 class Voice:
+    """A voice an engine speaks, as `omni speak --list-voices` and `GET /v1/audio/voices` show it."""
+
     name: str
     description: str = ""
     details: dict = field(default_factory=dict)
+    language: str = ""
+    """A language tag (en-US), where known."""
+    gender: str = ""
+    """female, male or neutral, where known: what OpenAI's voice names are matched on."""
+    quality: str = ""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import numpy as np
 
 from omnicli.engine.base import Voice
 from omnicli.engine.cores import THREADS
+from omnicli.engine.voices import closest_voice, voice_menu
 from omnicli.errors import UsageError
 
 DEFAULT_VOICE = "joe"
@@ -36,12 +37,15 @@ def embedded_voices() -> list[Voice]:
             name=model.name,
             description="US English, male (Piper en_US-joe-medium, 22050 Hz)",
             details={"path": str(model.path)},
+            language="en-US",
+            gender="male",
+            quality="medium",
         )
     ]
 
 
 def resolve_voice(name: str | None) -> VoiceModel:
-    """A voice name the embedded engine knows, or a path to a Piper .onnx model."""
+    """A voice name the embedded engine knows (OpenAI's mapped to the closest), or a path to a Piper .onnx model."""
     model = default_voice()
     if name in (None, "", model.name, model.path.stem, "default"):
         return model
@@ -52,9 +56,12 @@ def resolve_voice(name: str | None) -> VoiceModel:
         if not Path(f"{path}.json").is_file():
             raise UsageError(f"Piper voice config not found beside the model: {path}.json")
         return VoiceModel(path.stem, path)
-    known = ", ".join(v.name for v in embedded_voices())
+    voices = embedded_voices()
+    closest = closest_voice(name, voices)
+    if closest is not None and closest.name == model.name:
+        return model
     raise UsageError(
-        f"unknown voice {name!r} for the embedded engine; voices: {known} (or a path to a Piper .onnx)"
+        f"unknown voice {name!r} for the embedded engine; voices: {voice_menu(voices)}, or a path to a Piper .onnx"
     )
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from omnicli.engine import packaged
 from omnicli.engine.thinker import chosen_llm
+from omnicli.engine.torch_extras import hide_unloadable
+from omnicli.engine.vllm_thinker import INSTALL
 from omnicli.errors import OmniError, UsageError
 from omnicli.packages import cache_dir
 
@@ -59,11 +61,12 @@ def converted(name: str) -> Path:
 
 
 def _convert(gguf: Path, target: Path) -> None:
+    hide_unloadable()
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise OmniError(f'converting a GGUF for vLLM needs transformers and torch: pip install "omni[vllm]" ({exc})') from exc
+        raise OmniError(f"converting a GGUF for vLLM needs transformers and torch: {INSTALL} ({exc})") from exc
     log.warning("converting %s into a model folder for vLLM at %s, once (about a minute)", gguf.name, target)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnicli.engine.thinker import DEFAULT_CONTEXT
+from omnicli.engine.torch_extras import hide_unloadable
 from omnicli.errors import ContextWindowError, OmniError, UsageError
 
-INSTALL = 'pip install "omni[vllm]"'
+INSTALL = 'pip install ".[vllm]" in omni\'s folder'
 _CPU_SETTINGS = {
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",  # its threads bound to every core; else one of two idles
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
@@ -95,6 +96,7 @@ class VllmThinker:
     async def _start(self) -> tuple[Any, Any]:
         for name, value in _QUIET.items():
             os.environ.setdefault(name, value)
+        hide_unloadable()
         try:
             from vllm.engine.arg_utils import AsyncEngineArgs
             from vllm.platforms import current_platform

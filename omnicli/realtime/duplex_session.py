@@ -21,8 +21,6 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.audio.vad import TurnEvent
 from omnicli.engine.base import Engine
-from omnicli.engine.voices import check_served_voice
-from omnicli.errors import UsageError
 from omnicli.protocol.duplex import (
     CLIENT_ALIASES,
     ClientEvent,
@@ -41,7 +39,7 @@ from omnicli.realtime.duplex_response import DuplexResponse
 from omnicli.realtime.early_asr import one_talker
 from omnicli.realtime.events import EventError
 from omnicli.realtime.responses import read_ahead
-from omnicli.realtime.settings import SERVER_VAD_DEFAULTS, SessionSettings
+from omnicli.realtime.settings import SERVER_VAD_DEFAULTS, SessionSettings, with_served_voice
 
 log = logging.getLogger("omni")
 
@@ -205,14 +203,8 @@ class DuplexSession(Lifeline):
                 raise EventError(f"unsupported event type '{kind}'", ErrorCode.UNKNOWN_EVENT, param="type")
 
     async def _configure(self, session) -> bool:
-        voice = None
-        if isinstance(session, dict):
-            voice = session.get("voice") or ((session.get("audio") or {}).get("output") or {}).get("voice")
-        if self.served and isinstance(voice, str):
-            try:
-                await check_served_voice(self.engine, voice)
-            except UsageError as exc:
-                raise EventError(str(exc), "invalid_value", param="session.voice") from None
+        if self.served:
+            session = await with_served_voice(self.engine, session, "session.voice")
         return apply(self.config, self.settings, session if session is not None else {})
 
     # ---- listening -----------------------------------------------------------------------

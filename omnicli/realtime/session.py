@@ -34,14 +34,13 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
 from omnicli.audio.vad import TurnEvent
 from omnicli.engine.base import Engine
-from omnicli.engine.voices import check_served_voice
-from omnicli.errors import OmniError, UsageError
+from omnicli.errors import OmniError
 from omnicli.realtime.conversation import Conversation, Item, new_id
 from omnicli.realtime.early_asr import one_talker
 from omnicli.realtime.events import ClientEvent, EventError, parse
 from omnicli.realtime.input_buffer import InputBuffer, decode_pcm16
 from omnicli.realtime.responses import Response, read_ahead
-from omnicli.realtime.settings import SessionSettings
+from omnicli.realtime.settings import SessionSettings, with_served_voice
 
 log = logging.getLogger("omni")
 
@@ -150,12 +149,8 @@ class RealtimeSession:
         return {**self.settings.values, "object": "realtime.session", "id": self.id, "expires_at": self.expires_at}
 
     async def _update_session(self, session: dict) -> None:
-        voice = ((session.get("audio") or {}).get("output") or {}).get("voice")
-        if self.served and isinstance(voice, str):
-            try:
-                await check_served_voice(self.engine, voice)
-            except UsageError as exc:
-                raise EventError(str(exc), "invalid_value", param="session.audio.output.voice") from None
+        if self.served:
+            session = await with_served_voice(self.engine, session, "session.audio.output.voice")
         detection = ((session.get("audio") or {}).get("input") or {}).get("turn_detection")
         if isinstance(detection, dict) and detection.get("type") == "semantic_vad":
             await _smart_turn_ready()

@@ -3,9 +3,12 @@ field by field; everything else a client sends (tools, tracing, transcription, .
 as vLLM-Omni's handler does, so an update never fails on a field the session cannot honour."""
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omnicli.audio.chunk import SPEECH_RATE
+
+if TYPE_CHECKING:
+    from omnicli.engine.base import Engine
 
 DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Answer in one or two short sentences."
 SERVER_VAD_DEFAULTS = {
@@ -85,3 +88,25 @@ def _merge(base: dict, update: dict) -> dict:
         else:
             merged[key] = value
     return merged
+
+
+async def with_served_voice(engine: "Engine", session: Any, param: str) -> Any:
+    """`session` (a `session.update`'s object) with the voice it names, at `voice` or
+    `audio.output.voice`, as the engine calls it (OpenAI's names mapped to the closest); an
+    unknown voice is an EventError on `param`."""
+    from omnicli.engine.voices import served_voice
+    from omnicli.errors import UsageError
+    from omnicli.realtime.events import EventError
+
+    if not isinstance(session, dict):
+        return session
+    session = copy.deepcopy(session)  # the client's own dict is left as it sent it
+    audio = session.get("audio")
+    output = audio.get("output") if isinstance(audio, dict) else None
+    for holder in (session, output):
+        if isinstance(holder, dict) and isinstance(holder.get("voice"), str):
+            try:
+                holder["voice"] = await served_voice(engine, holder["voice"])
+            except UsageError as exc:
+                raise EventError(str(exc), "invalid_value", param=param) from None
+    return session

@@ -16,7 +16,7 @@ from omnicli.audio.pcm import float_to_pcm16
 from omnicli.audio.wavstream import streaming_wav_header
 from omnicli.engine.base import SpeechRequest
 from omnicli.engine.metrics import StageMetrics, Timer
-from omnicli.engine.voices import check_served_voice
+from omnicli.engine.voices import served_voice
 from omnicli.protocol.transcription import TRANSCRIPTION_FORMATS, subtitles, verbose_json
 from omnicli.server.bodies import ServedSpeechBody
 from omnicli.server.disconnect import until_disconnected
@@ -29,9 +29,9 @@ router = APIRouter()
 @router.post("/v1/audio/speech")
 async def speech(body: ServedSpeechBody, request: Request) -> Response:
     engine, metrics = request.app.state.engine, request.app.state.metrics
-    await check_served_voice(engine, body.voice)
+    voice = await served_voice(engine, body.voice)
     req = SpeechRequest(
-        text=body.input, voice=body.voice, speed=body.speed, instructions=body.instructions,
+        text=body.input, voice=voice, speed=body.speed, instructions=body.instructions,
         language=body.language, model=body.model, ref_audio=body.ref_audio, ref_text=body.ref_text,
     )
     fmt = AudioFormat(body.response_format)

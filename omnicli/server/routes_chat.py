@@ -8,6 +8,7 @@ heard in attached audio (transcript deltas) has no place in OpenAI's answer and 
 
 import asyncio
 import base64
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -31,7 +32,7 @@ from omnicli.engine.base import (
     TextPart,
     TranscriptDelta,
 )
-from omnicli.engine.voices import check_served_voice
+from omnicli.engine.voices import served_voice
 from omnicli.errors import OmniError
 from omnicli.server.bodies import ServedChatBody
 from omnicli.server.disconnect import until_disconnected
@@ -48,7 +49,7 @@ async def chat_completions(body: ServedChatBody, request: Request) -> Response:
     except ValueError as exc:
         return error_json(str(exc), 400, param="messages")
     engine, metrics = request.app.state.engine, request.app.state.metrics
-    await check_served_voice(engine, req.voice)
+    req = dataclasses.replace(req, voice=await served_voice(engine, req.voice))
     fmt = parse_format(body.audio.format if body.audio else "wav")
     model = body.model or request.app.state.model_id
     answer_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"

