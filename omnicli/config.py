@@ -69,17 +69,23 @@ def resolve_connection(server: str | Sequence[str] | None, api_key: str | None, 
         (api_key, "--api-key"), (os.environ.get("OMNI_API_KEY"), "OMNI_API_KEY"),
         (os.environ.get("OPENAI_API_KEY"), "OPENAI_API_KEY"), (settings.get("api_key"), "api_key"),
     )
-    seconds, timeout_from = _first(
-        (timeout, "--timeout"), (os.environ.get("OMNI_TIMEOUT"), "OMNI_TIMEOUT"),
-        (settings.get("timeout"), f"timeout in {config_path()}"), (DEFAULT_TIMEOUT, "the default"),
-    )
     servers = _server_list(str(url), url_from) if url else ()
     return Connection(
         server=servers[0] if servers else None,
         api_key=str(key) if key else None,
-        timeout=_seconds(seconds, timeout_from),
+        timeout=resolve_timeout(timeout, settings),
         servers=servers,
     )
+
+
+def resolve_timeout(timeout: float | None, settings: dict | None = None) -> float:
+    """Seconds to wait for a server's answer: --timeout > OMNI_TIMEOUT > the config file > the default."""
+    settings = _file_settings() if settings is None else settings
+    seconds, timeout_from = _first(
+        (timeout, "--timeout"), (os.environ.get("OMNI_TIMEOUT"), "OMNI_TIMEOUT"),
+        (settings.get("timeout"), f"timeout in {config_path()}"), (DEFAULT_TIMEOUT, "the default"),
+    )
+    return _seconds(seconds, timeout_from)
 
 
 def _server_list(value: str, source: str) -> tuple[str, ...]:

@@ -35,6 +35,10 @@ class ServerError(OmniError):
     """A server was unreachable, refused the request or answered something unusable."""
 
 
+class ServerTimeout(ServerError):
+    """A server took the request and did not answer within the timeout."""
+
+
 class AudioDeviceError(OmniError):
     """A sound device could not be opened or failed while running."""
 

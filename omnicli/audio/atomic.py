@@ -30,6 +30,15 @@ def atomic_write(path: str | Path, data: bytes) -> None:
         raise
 
 
+def check_creatable(path: str | Path) -> None:
+    """Fail now, as `atomic_write` would at the end, where no file can be made beside `path`
+    (a read-only or virtual file system such as /proc, whatever the permission bits say)."""
+    path = Path(path)
+    fd, tmp = _create(path.parent if str(path.parent) else Path("."), path)
+    os.close(fd)
+    tmp.unlink(missing_ok=True)
+
+
 def _create(directory: Path, path: Path) -> tuple[int, Path]:
     """A new file beside `path`, opened for writing, named so it is never taken for the real one."""
     for _ in range(_TRIES):

@@ -5,6 +5,7 @@ Everything inside omni is float32 mono; bytes exist only at the edges (files, st
 """
 
 import io
+import re
 from enum import Enum
 from pathlib import Path
 
@@ -140,5 +141,6 @@ def decode(data: bytes, *, pcm_rate: int = PCM_RATE, fmt: AudioFormat | None = N
     try:
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
-        raise ValueError(f"not a decodable audio file ({exc})") from exc
+        reason = getattr(exc, "error_string", None) or re.sub(r"<[^<>]* at 0x[0-9a-fA-F]+>:?\s*", "", str(exc))
+        raise ValueError(f"not a decodable audio file ({reason.strip() or 'unknown format'})") from exc
     return np.ascontiguousarray(samples.mean(axis=1), dtype=np.float32), int(rate)

@@ -5,7 +5,8 @@ import os
 import sys
 from pathlib import Path
 
-from omnicli.errors import UsageError
+from omnicli.audio.atomic import check_creatable
+from omnicli.errors import OmniError, UsageError
 
 
 def read_stdin_text() -> str:
@@ -27,6 +28,10 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"cannot write {flag} {path}: no such folder {folder}")
     if not os.access(folder, os.W_OK):
         raise UsageError(f"cannot write {flag} {path}: the folder {folder} is not writable")
+    try:
+        check_creatable(target)
+    except OmniError as exc:
+        raise UsageError(f"{flag}: {exc}") from exc
 
 
 def make_folder(path: str, flag: str) -> Path:

@@ -47,9 +47,15 @@ def serve(
     llm_model: LlmModelOption = None,
     tts_server: TtsServerOption = None,
     tts_model: TtsModelOption = None,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", min=0.001, help="Seconds to wait for a stage server's answer (--asr/--llm/--tts-server); "
+        "past it the client gets 504. Env: OMNI_TIMEOUT; default 120.", show_default=False)] = None,
     max_body_mb: Annotated[float, typer.Option("--max-body-mb", min=0.001, help="Largest request body, in MiB (413 above).")] = 64.0,
     max_duplex_sessions: Annotated[int, typer.Option(
         "--max-duplex-sessions", min=0, help="Duplex sessions (/v1/realtime?duplex=1) at once; more are refused (duplex_session_busy).")] = 4,
+    max_realtime_sessions: Annotated[int | None, typer.Option(
+        "--max-realtime-sessions", min=0, help="Turn-based realtime sessions (/v1/realtime) at once; more are refused "
+        "(realtime_session_busy, close 1013). Default: four a core.", show_default=False)] = None,
     duplex_grace_s: Annotated[float, typer.Option(
         "--duplex-grace-s", min=0.0, help="How long a duplex session whose socket dropped waits for session.resume.")] = 30.0,
 ) -> None:
@@ -66,11 +72,11 @@ def serve(
     import uvicorn
 
     from omnicli.cli.engines import EngineChoice, engines, stage_servers
-    from omnicli.config import Connection
+    from omnicli.config import Connection, resolve_timeout
     from omnicli.server.app import create_app
 
     servers = stage_servers(asr_server, llm_server, tts_server, llm_model=llm_model, tts_model=tts_model)
-    choice = EngineChoice(Connection(None, None), llm=llm, asr_model=asr_model, voice=voice, stages=servers,
+    choice = EngineChoice(Connection(None, None, timeout=resolve_timeout(timeout)), llm=llm, asr_model=asr_model, voice=voice, stages=servers,
                           thinker=thinker, engine=engine, model=model, stage_params=tuple(stage_param or ()))
     factory = engines(ctx)
     if servers:  # a stage server that is not there fails here, in one line, before the port opens
@@ -84,6 +90,7 @@ def serve(
         api_key=api_key,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         max_duplex_sessions=max_duplex_sessions,
+        max_realtime_sessions=max_realtime_sessions,
         duplex_grace_s=duplex_grace_s,
     )
     handler = logging.StreamHandler(sys.stderr)

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from omnicli.errors import ServerError, capped
+from omnicli.errors import ServerError, ServerTimeout, capped
 
 
 def server_message(status: int, body: bytes) -> str:
@@ -100,7 +100,7 @@ async def translated_errors(url: str) -> AsyncIterator[None]:
     except httpx.ConnectTimeout as exc:
         raise ServerDown(f"cannot reach the server at {url}: it did not accept the connection in time") from exc
     except httpx.TimeoutException as exc:
-        raise ServerError(f"the server at {url} did not answer in time", hint="wait longer with --timeout SECONDS") from exc
+        raise ServerTimeout(f"the server at {url} did not answer in time", hint="wait longer with --timeout SECONDS") from exc
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
         raise ServerDown(f"the connection to {url} broke off: {_reason(exc)}") from exc
     except httpx.HTTPError as exc:

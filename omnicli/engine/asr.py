@@ -85,6 +85,15 @@ class WhisperASR:
                     raise OmniError(f"cannot load the ASR model {self.source}: {exc}") from exc
             return self._model
 
+    def check_language(self, language: str) -> str:
+        """`language` as the model takes it (lower case); one it cannot transcribe is a UsageError
+        that lists those it can (English only for the `.en` models)."""
+        accepted = self.load().supported_languages
+        code = language.strip().lower()
+        if code not in accepted:
+            raise UsageError(f"unknown language {language!r} for the ASR model; it takes: {', '.join(accepted)}")
+        return code
+
     def transcribe(self, samples: np.ndarray, language: str | None = None, *, quick: bool = False,
                    words: bool = False) -> Transcript:
         """`samples`: float32 mono at 16 kHz. `quick`: a short clip is read in a 10 s window
@@ -144,6 +153,8 @@ class LocalASR:
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
         words: bool = False,
     ) -> Transcript:
+        if language is not None:
+            language = await asyncio.to_thread(self.whisper.check_language, language)
         audio = await asyncio.to_thread(resample, samples, rate, ASR_RATE)  # a long file: seconds of CPU, off the loop
         return await self._queue.run(functools.partial(self.whisper.transcribe, audio, language, quick=quick, words=words))
 

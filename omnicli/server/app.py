@@ -20,7 +20,9 @@ from omnicli.server import routes_audio, routes_chat, routes_info, routes_realti
 from omnicli.server.auth import RequireKey
 from omnicli.server.body_limit import BodyLimit
 from omnicli.server.errors import CrashGuard, install_error_handlers
+from omnicli.server.heap import HeapTrimmer
 from omnicli.server.observability import AccessLog, ServerMetrics
+from omnicli.server.session_slots import SessionSlots, default_limit
 
 MODEL_ID = "omni-embedded"
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
@@ -29,7 +31,9 @@ DEFAULT_MAX_BODY = 64 * 1024 * 1024
 def create_app(
     engine: Engine, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY, preload: bool = True,
     max_duplex_sessions: int = MAX_SESSIONS, duplex_grace_s: float = DISCONNECT_GRACE_S,
+    max_realtime_sessions: int | None = None,
 ) -> FastAPI:
+    """The server's app; `max_realtime_sessions` None: sized to the machine (server/session_slots.py)."""
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         if preload:
@@ -44,6 +48,8 @@ def create_app(
     app.state.engine = engine
     app.state.metrics = ServerMetrics()
     app.state.model_id = MODEL_ID
+    app.state.realtime_slots = SessionSlots(default_limit() if max_realtime_sessions is None else max_realtime_sessions)
+    app.state.heap = HeapTrimmer()
     app.state.duplex = DuplexRegistry(engine, model_id=MODEL_ID, max_sessions=max_duplex_sessions, grace_s=duplex_grace_s)
     install_error_handlers(app)
     routers = [module.router for module in (routes_info, routes_audio, routes_chat, routes_realtime)]

@@ -1,6 +1,8 @@
 """One error policy at the HTTP boundary, mapped by type in one place.
 
     validation, bad JSON, UsageError, UnsupportedError  -> 400 invalid_request_error (the caller's)
+    ServerTimeout (a stage server that did not answer in time)   -> 504 server_error, upstream_timeout
+    other ServerError (a stage server that refused or broke off)  -> 502 server_error, upstream_error
     other OmniError (a model that fails to load, an engine fault)  -> 500 server_error (ours)
     anything else                                        -> 500 server_error, traceback logged
     401, 404, 405, 413                                   -> their status, OpenAI's shape
@@ -19,7 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from omnicli.errors import OmniError, UnsupportedError, UsageError
+from omnicli.errors import OmniError, ServerError, ServerTimeout, UnsupportedError, UsageError
 from omnicli.server.disconnect import HUNG_UP, ClientHungUp
 
 log = logging.getLogger("omni.server")
@@ -40,6 +42,10 @@ def classify(exc: BaseException) -> tuple[int, dict]:
     """(status, body) for an exception raised while answering; unexpected ones are logged."""
     if isinstance(exc, (UsageError, UnsupportedError)):
         return 400, error_body(str(exc))
+    if isinstance(exc, ServerTimeout):
+        return 504, error_body(str(exc), kind="server_error", code="upstream_timeout")
+    if isinstance(exc, ServerError):
+        return 502, error_body(str(exc), kind="server_error", code="upstream_error")
     if isinstance(exc, OmniError):
         return 500, error_body(str(exc), kind="server_error")
     log.error("unexpected error while answering", exc_info=exc)

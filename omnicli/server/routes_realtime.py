@@ -11,7 +11,9 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from omnicli.protocol.duplex import DUPLEX_QUERY, duplex_requested
+from omnicli.realtime.conversation import new_id
 from omnicli.realtime.session import RealtimeSession
+from omnicli.server.session_slots import BUSY_CLOSE, BUSY_CODE, SessionSlots
 
 router = APIRouter()
 
@@ -23,6 +25,22 @@ async def realtime(ws: WebSocket) -> None:
     if duplex_requested(ws.query_params.get(DUPLEX_QUERY)):
         await _duplex(ws)
         return
+
+    slots: SessionSlots = ws.app.state.realtime_slots
+    if not slots.take():
+        await ws.send_text(json.dumps({"type": "error", "event_id": new_id("event"), "error": {
+            "type": "server_error", "code": BUSY_CODE, "message": slots.refusal(), "param": None, "event_id": None}}))
+        await ws.close(BUSY_CLOSE, BUSY_CODE)
+        return
+    try:
+        await _turn_based(ws)
+    finally:
+        slots.release()
+        await ws.app.state.heap.trim()
+
+
+async def _turn_based(ws: WebSocket) -> None:
+    """One turn-based session: events in, events out, until the socket goes."""
 
     async def send(event: dict) -> None:
         await ws.send_text(json.dumps(event))
@@ -76,6 +94,7 @@ async def _duplex(ws: WebSocket) -> None:
         if session is not None:
             session.detach(attachment)
         ws.app.state.metrics.active.labels("realtime").dec()
+        await ws.app.state.heap.trim()
 
 
 async def _receive(ws: WebSocket) -> Mapping[str, Any] | None:

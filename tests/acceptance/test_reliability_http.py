@@ -152,6 +152,8 @@ BAD_INPUT = [
      {"files": {"file": ("a.wav", wav_bytes(0))}, "data": {"model": "m"}}, 400),
     ("transcription: unknown format", "POST", "/v1/audio/transcriptions",
      {"files": {"file": ("a.wav", wav_bytes(0.5))}, "data": {"model": "m", "response_format": "xml"}}, 400),
+    ("transcription: unknown language", "POST", "/v1/audio/transcriptions",
+     {"files": {"file": ("a.wav", wav_bytes(0.5))}, "data": {"model": "m", "language": "xx"}}, 400),
     # routes, methods, sizes
     ("unknown route", "GET", "/v1/nothing", {}, 404),
     ("unknown method", "DELETE", "/v1/models", {}, 405),
@@ -185,11 +187,32 @@ def test_every_bad_input_is_a_4xx_in_openais_shape_and_the_server_stays_healthy(
         assert wrong == []
         for name, _, error in answers:
             assert error["message"] and "Traceback" not in error["message"], name
+            assert " object at 0x" not in error["message"], name  # no internal reprs
             assert "/root" not in error["message"] and "/home" not in error["message"], name
         spoken = client.post("/v1/audio/speech", json={"input": "Still here and healthy."})
         assert spoken.status_code == 200 and sf.info(io.BytesIO(spoken.content)).duration > 0.5
     assert proc.poll() is None
     assert len(BAD_INPUT) >= 40
+
+
+def test_an_unknown_language_is_refused_with_the_languages_the_model_takes(server):
+    _, url = server
+    response = httpx.post(f"{url}/v1/audio/transcriptions", timeout=60, files={"file": ("a.wav", wav_bytes(0.5))},
+                          data={"model": "whisper-1", "language": "xx"})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "unknown language 'xx' for the ASR model; it takes: en"
+    heard = httpx.post(f"{url}/v1/audio/transcriptions", timeout=60, files={"file": ("a.wav", wav_bytes(0.5))},
+                       data={"model": "whisper-1", "language": "EN"})
+    assert heard.status_code == 200
+
+
+def test_audio_that_will_not_decode_is_named_without_internal_reprs(server):
+    _, url = server
+    response = httpx.post(f"{url}/v1/chat/completions", timeout=60, json=chat(messages=[{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": base64.b64encode(b"hello" * 40).decode(), "format": "wav"}}]}])["json"])
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert "not a decodable audio file" in message and "0x" not in message and "BytesIO" not in message
 
 
 def test_the_context_window_refusal_says_so(server):
@@ -348,3 +371,57 @@ def test_health_answers_quickly_while_a_client_appends_large_buffers(server):
     print(f"\n/health during {APPENDS} appends of {APPEND_MIB} MiB: {len(latencies)} probes, "
           f"median {statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms")
     assert max(latencies) < HEALTH_BOUND_S
+
+
+# -- upstreams that hang or refuse ------------------------------------------------------------
+
+HALF_HUNG = """
+import http.server, json, sys, threading
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # the model list omni serve asks for at start-up: answered
+        body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):  # every request after that: read, then never answered
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        threading.Event().wait()
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def test_a_hung_llm_server_is_a_504_after_serves_timeout_and_a_dead_one_a_502():
+    upstream = subprocess.Popen([sys.executable, "-c", HALF_HUNG], stdout=subprocess.PIPE, text=True)
+    try:
+        llm = f"http://127.0.0.1:{upstream.stdout.readline().strip()}"
+        proc, url = start_server("--llm-server", llm, "--timeout", "2")
+        try:
+            body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5}
+            started = time.monotonic()
+            hung = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60)
+            waited = time.monotonic() - started
+            upstream.kill()
+            upstream.wait()
+            dead = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60)
+            health = httpx.get(f"{url}/health").status_code
+        finally:
+            stop(proc)
+    finally:
+        upstream.kill()
+    print(f"\nhung upstream: {hung.status_code} after {waited:.1f} s; dead upstream: {dead.status_code}")
+    assert hung.status_code == 504 and 2 <= waited < 10
+    assert hung.json()["error"]["message"] == f"--llm-server: the server at {llm} did not answer in time"
+    assert dead.status_code == 502
+    assert dead.json()["error"]["message"].startswith("--llm-server: ")
+    assert health == 200

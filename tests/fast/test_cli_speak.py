@@ -97,6 +97,13 @@ def test_binary_stdin_is_one_line_and_exit_2(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_no_file_can_be_made_in_is_refused_before_any_work():
+    """/proc lets root pass the permission check, yet no file can be created there."""
+    engines = ScriptedEngines()
+    usage_error(omni("speak", "Hi", "-o", "/proc/x.wav", engines=engines),
+                "-o: cannot write /proc/x.wav: No such file or directory", engines)
+
+
 def test_empty_text_is_a_usage_error(tmp_path):
     engines = ScriptedEngines()
     usage_error(omni("speak", "-o", tmp_path / "x.wav", input="  \n", engines=engines),

@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from omnicli.engine.base import Voice
-from omnicli.errors import AudioDeviceError, OmniError, ServerError, UnsupportedError, UsageError
+from omnicli.errors import AudioDeviceError, OmniError, ServerError, ServerTimeout, UnsupportedError, UsageError
 from omnicli.server.errors import INTERNAL
 
 from scripted import ScriptedEngine
@@ -28,7 +28,9 @@ class FailingVoices(ScriptedEngine):
         (UsageError("you asked for the impossible"), 400, "invalid_request_error", "you asked for the impossible"),
         (UnsupportedError("no such feature here"), 400, "invalid_request_error", "no such feature here"),
         (OmniError("the model would not load"), 500, "server_error", "the model would not load"),
-        (ServerError("the upstream server is down"), 500, "server_error", "the upstream server is down"),
+        (ServerError("the upstream server is down"), 502, "server_error", "the upstream server is down"),
+        (ServerTimeout("the upstream server did not answer in time"), 504, "server_error",
+         "the upstream server did not answer in time"),
         (AudioDeviceError("no device"), 500, "server_error", "no device"),
         (ZeroDivisionError("division by zero"), 500, "server_error", INTERNAL),
     ],
