@@ -5,6 +5,7 @@ whose `import vllm` fails, made with a sitecustomize shim), the one line saying 
 
 import asyncio
 import base64
+import importlib.metadata
 import importlib.util
 import io
 import json
@@ -188,6 +189,15 @@ def test_cuda_builds_of_torchs_companions_are_hidden_here_and_in_the_processes_v
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     hidden_here, seen_by_child = result.stdout.decode().split()
-    installed = [name for name in ("torchvision", "torchaudio", "torchcodec") if importlib.util.find_spec(name)]
+    installed = [name for name in ("torchvision", "torchaudio", "torchcodec") if _installed(name)]
     assert installed and hidden_here.split(",") == installed  # the extra put them here, as CUDA builds
     assert seen_by_child == hidden_here
+
+
+def _installed(name: str) -> bool:
+    """Whether a distribution is installed (this process may have hidden its module already)."""
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True

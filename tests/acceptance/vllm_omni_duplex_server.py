@@ -18,6 +18,9 @@ DEPLOY = Path(__file__).resolve().parent / "vllm_omni_cpu_duplex" / "deploy.yaml
 
 
 async def serve(port_file: Path) -> None:
+    from omnicli.engine.torch_extras import hide_unloadable
+
+    hide_unloadable()  # the vllm extra's CUDA torchcodec (the overlay's torchvision and torchaudio load)
     import uvicorn
     from fastapi import FastAPI
     from vllm_omni.entrypoints.duplex.serving import OmniDuplexSessionHandler
