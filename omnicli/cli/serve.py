@@ -55,7 +55,7 @@ def serve(
         "--max-duplex-sessions", min=0, help="Duplex sessions (/v1/realtime?duplex=1) at once; more are refused (duplex_session_busy).")] = 4,
     max_realtime_sessions: Annotated[int | None, typer.Option(
         "--max-realtime-sessions", min=0, help="Turn-based realtime sessions (/v1/realtime) at once; more are refused "
-        "(realtime_session_busy, close 1013). Default: four a core.", show_default=False)] = None,
+        "(realtime_session_busy, close 1013). Default: two a core.", show_default=False)] = None,
     duplex_grace_s: Annotated[float, typer.Option(
         "--duplex-grace-s", min=0.0, help="How long a duplex session whose socket dropped waits for session.resume.")] = 30.0,
 ) -> None:

@@ -13,8 +13,8 @@ BUSY_CODE = "realtime_session_busy"
 
 
 def default_limit() -> int:
-    """Sized to the machine: four sessions a core."""
-    return 4 * (os.cpu_count() or 1)
+    """Sized to the machine: two sessions a core."""
+    return 2 * (os.cpu_count() or 1)
 
 
 class SessionSlots:

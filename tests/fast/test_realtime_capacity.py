@@ -55,13 +55,13 @@ def test_a_session_over_the_limit_is_refused_at_once_and_the_admitted_ones_go_on
     assert taken == 0
 
 
-def test_the_default_limit_is_four_sessions_a_core():
+def test_the_default_limit_is_two_sessions_a_core():
     import os
 
     async def test(app):
         return app.state.realtime_slots.limit
 
-    assert run(test) == 4 * (os.cpu_count() or 1)
+    assert run(test) == 2 * (os.cpu_count() or 1)
 
 
 def test_a_closed_session_leaves_no_session_buffer_or_transcriber_behind():
