@@ -28,7 +28,8 @@ def closest_voice(requested: str, voices: list[Voice]) -> Voice | None:
 
 def openai_names_for(voice: Voice, voices: list[Voice]) -> list[str]:
     """OpenAI's voice names that `voice`, one of `voices`, speaks."""
-    return [name for name in OPENAI_VOICES if voice.name not in OPENAI_VOICES and closest_voice(name, voices) == voice]
+    own = {v.name for v in voices}  # an engine's own voice of an OpenAI name is taken as itself
+    return [name for name in OPENAI_VOICES if name not in own and closest_voice(name, voices) == voice]
 
 
 def voice_menu(voices: list[Voice]) -> str:

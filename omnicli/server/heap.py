@@ -1,9 +1,10 @@
 """Memory a closed realtime session freed, given back to the system.
 
-A session's audio passes through worker threads (base64, VAD, Whisper), and glibc keeps what
-they free in its per-thread arenas instead of returning it, so without this a server's RSS grew
-by about the size of every closed session's buffer. `malloc_trim(0)` returns the free pages of
-every arena. Where the C library is not glibc it does nothing.
+A closed session's audio buffers stay held in reference cycles until a full garbage collection,
+which a server that makes few Python objects seldom runs, and what worker threads (base64, VAD,
+Whisper) free stays in glibc's per-thread arenas instead of going back to the system; so without
+this a server's RSS grew by about the size of every closed session's buffer. A collection, then
+`malloc_trim(0)`, returns both. Where the C library is not glibc only the collection runs.
 """
 
 import asyncio
@@ -18,19 +19,29 @@ class HeapTrimmer:
 
     def __init__(self) -> None:
         self._trim = _malloc_trim()
-        self._lock = asyncio.Lock()
+        self._running = False
+        self._again = False
 
     async def trim(self) -> None:
-        """Return the free pages now (in a worker thread); skipped while another trim runs."""
-        if self._trim is None or self._lock.locked():
+        """Free what closed sessions left and return it (in a worker thread); asked while a trim
+        runs, one more follows it."""
+        if self._running:
+            self._again = True
             return
-        async with self._lock:
-            await asyncio.to_thread(self._collect_and_trim, self._trim)
+        self._running = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                await asyncio.to_thread(self._collect_and_trim, self._trim)
+        finally:
+            self._running = False
 
     @staticmethod
-    def _collect_and_trim(trim: Callable[[int], int]) -> None:
-        gc.collect()  # buffers held in reference cycles (a cancelled task's frames) are freed first
-        trim(0)
+    def _collect_and_trim(trim: Callable[[int], int] | None) -> None:
+        gc.collect()
+        if trim is not None:
+            trim(0)
 
 
 def _malloc_trim() -> Callable[[int], int] | None:

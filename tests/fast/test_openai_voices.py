@@ -122,3 +122,12 @@ def test_a_duplex_session_opened_with_an_openai_voice_speaks_with_the_closest():
     created, error = run_lane(test, ScriptedEngine(voices=TWO_VOICES))
     assert created["session"]["audio"]["output"]["voice"] == "joe"
     assert "unknown voice 'nobody'" in error["error"]["message"]
+
+
+def test_an_engine_voice_named_like_an_openai_voice_is_itself_and_not_listed_as_an_alias():
+    engine = ScriptedEngine(voices=[Voice("joe", gender="male"), Voice("alloy", gender="female")])
+    response = run(lambda client, app: client.post("/v1/audio/speech", json={"input": "Hi.", "voice": "alloy"}), engine)
+    assert response.status_code == 200 and engine.requests[0].voice == "alloy"
+    listed = run(lambda client, app: client.get("/v1/audio/voices"), engine).json()["data"]
+    assert "alloy" not in listed[0]["openai_voices"] and "alloy" not in listed[1]["openai_voices"]
+    assert "nova" in listed[1]["openai_voices"] and "onyx" in listed[0]["openai_voices"]
