@@ -8,15 +8,6 @@ import pytest
 from cli_harness import omni
 
 
-@pytest.fixture
-def silent_server():
-    """A real listening socket on 127.0.0.1: the kernel accepts connections; nothing answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-
 @pytest.mark.parametrize("command", [["chat", "Hi"], ["speak", "Hi", "-o", "-"], ["speak", "--list-voices"]])
 def test_timeout_flag_bounds_the_wait(silent_server, command):
     result = omni(*command, "--server", silent_server, "--timeout", "0.2")
