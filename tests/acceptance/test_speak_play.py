@@ -16,6 +16,8 @@ from pulse import RATE
 from speech_check import trim_silence
 
 TEXT = "Please call Stella and ask her to bring these things with her from the store."
+"""Judged by characters: tiny.en hears "Please call Stella" as "Place Kostela" on some of Piper's
+takes (its durations are sampled), three word errors in fifteen for the same sound."""
 
 
 def test_played_audio_transcribes_back(omni, pulse, judge):
@@ -24,7 +26,7 @@ def test_played_audio_transcribes_back(omni, pulse, judge):
     assert result.returncode == 0, result.stderr
     heard = trim_silence(pulse.take_speaker())
     assert len(heard) / RATE > 2.0
-    assert judge.wer_of(TEXT, heard, RATE) < 0.2
+    assert judge.cer_of(TEXT, heard, RATE) < 0.15
 
 
 def test_play_and_write_together(omni, pulse, judge, tmp_path):
@@ -33,7 +35,7 @@ def test_play_and_write_together(omni, pulse, judge, tmp_path):
     result = omni("speak", TEXT, "--play", "-o", str(path), env=pulse.env)
     assert result.returncode == 0, result.stderr
     assert path.stat().st_size > 0
-    assert judge.wer_of(TEXT, trim_silence(pulse.take_speaker()), RATE) < 0.2
+    assert judge.cer_of(TEXT, trim_silence(pulse.take_speaker()), RATE) < 0.15
 
 
 def test_missing_output_device_is_one_line(omni, tmp_path):
@@ -50,7 +52,7 @@ def test_play_streams_from_server_and_engine(omni, pulse, judge, omni_server, so
     extra = ["--server", omni_server, "--stream"] if source == "server" else []
     result = omni("speak", TEXT, "--play", *extra, env=pulse.env)
     assert result.returncode == 0, result.stderr
-    assert judge.wer_of(TEXT, trim_silence(pulse.take_speaker()), RATE) < 0.2
+    assert judge.cer_of(TEXT, trim_silence(pulse.take_speaker()), RATE) < 0.15
 
 
 def test_ctrl_c_stops_playback_at_once(pulse):
