@@ -24,6 +24,7 @@ CONNECT_TIMEOUT = 5.0
 
 
 def config_path() -> Path:
+    """Where the config file is read from: $OMNI_CONFIG, else ~/.config/omni/config.toml."""
     return Path(os.environ.get("OMNI_CONFIG", Path.home() / ".config" / "omni" / "config.toml"))
 
 

@@ -16,6 +16,7 @@ _TRIES = 8
 
 
 def atomic_write(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` whole: into a temporary file beside it, then renamed over it."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = _create(directory, path)

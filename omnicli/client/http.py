@@ -93,6 +93,7 @@ def content_type(response: httpx.Response) -> str:
 
 @contextlib.asynccontextmanager
 async def translated_errors(url: str) -> AsyncIterator[None]:
+    """Inside it, httpx's failures talking to `url` become ServerDown / ServerTimeout / ServerError."""
     try:
         yield
     except httpx.ConnectError as exc:
@@ -108,6 +109,7 @@ async def translated_errors(url: str) -> AsyncIterator[None]:
 
 
 async def raise_for_status(response: httpx.Response) -> None:
+    """A 4xx answer as ServerError, a 5xx as ServerDown, each with the server's own words."""
     if response.status_code >= 400:
         body = await response.aread()
         message = f"server answered {response.status_code}: {server_message(response.status_code, body)}"

@@ -45,6 +45,8 @@ from omnicli.protocol.speech import SpeechBody
 
 
 class RemoteEngine(Engine):
+    """The Engine contract over an OpenAI-compatible server (omni serve, vLLM-Omni, llama.cpp, OpenAI)."""
+
     name = "remote"
 
     def __init__(

@@ -46,6 +46,7 @@ def _trim_silence(samples: np.ndarray, margin: float = 0.2) -> np.ndarray:
 
 
 def resolve_asr_model(name: str | None) -> str:
+    """What faster-whisper loads for `--asr-model name`: a packaged model's folder, a folder, or a name."""
     if name in (None, "", "tiny.en", "tiny"):
         return str(packaged.whisper_tiny_en())
     if name == "base":
@@ -59,6 +60,8 @@ def resolve_asr_model(name: str | None) -> str:
 
 
 class WhisperASR:
+    """One faster-whisper model, loaded on first use, transcribing on the process's Whisper thread."""
+
     def __init__(self, model: str | None = None, *, device: str = "cpu", beam_size: int = 1) -> None:
         self.model_name = model
         self.device = device

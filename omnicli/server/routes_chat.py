@@ -44,6 +44,7 @@ router = APIRouter()
 
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ServedChatBody, request: Request) -> Response:
+    """A chat answer, text and optionally audio, whole or streamed as SSE chunks."""
     try:
         req = await asyncio.to_thread(_chat_request, body)  # base64 audio and images: CPU work, off the loop
     except ValueError as exc:

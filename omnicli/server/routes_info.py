@@ -11,11 +11,13 @@ router = APIRouter()
 
 @router.get("/health")
 async def health() -> dict:
+    """Liveness: answers once every model is loaded."""
     return {"status": "ok"}
 
 
 @router.get("/v1/models")
 async def models(request: Request) -> dict:
+    """The one model this server serves."""
     model_id = request.app.state.model_id
     return {"object": "list", "data": [{"id": model_id, "object": "model", "created": 0, "owned_by": "omni"}]}
 
@@ -33,4 +35,5 @@ async def voices(request: Request) -> dict:
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
+    """Prometheus metrics."""
     return Response(request.app.state.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)

@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from omnicli.protocol.duplex import DUPLEX_QUERY, duplex_requested
+from omnicli.protocol.duplex import DUPLEX_QUERY, duplex_requested, realtime_error
 from omnicli.realtime.conversation import new_id
 from omnicli.realtime.session import RealtimeSession
 from omnicli.server.session_slots import BUSY_CLOSE, BUSY_CODE, SessionSlots
@@ -20,6 +20,7 @@ router = APIRouter()
 
 @router.websocket("/v1/realtime")
 async def realtime(ws: WebSocket) -> None:
+    """A realtime socket: a duplex session with `?duplex=1`, else a turn-based one if a slot is free."""
     subprotocol = "realtime" if "realtime" in ws.scope.get("subprotocols", []) else None
     await ws.accept(subprotocol=subprotocol)
     if duplex_requested(ws.query_params.get(DUPLEX_QUERY)):
@@ -28,8 +29,7 @@ async def realtime(ws: WebSocket) -> None:
 
     slots: SessionSlots = ws.app.state.realtime_slots
     if not slots.take():
-        await ws.send_text(json.dumps({"type": "error", "event_id": new_id("event"), "error": {
-            "type": "server_error", "code": BUSY_CODE, "message": slots.refusal(), "param": None, "event_id": None}}))
+        await ws.send_text(json.dumps({**realtime_error(BUSY_CODE, slots.refusal()), "event_id": new_id("event")}))
         await ws.close(BUSY_CLOSE, BUSY_CODE)
         return
     try:
