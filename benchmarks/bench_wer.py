@@ -11,7 +11,7 @@ import asyncio
 import time
 from pathlib import Path
 
-DATASET = Path(__file__).resolve().parents[2] / "shared" / "data" / "meta_dev.lst"
+DATASET = Path(__file__).resolve().parents[1] / "tests" / "data" / "meta_dev.lst"
 
 
 def main() -> None:

@@ -45,7 +45,7 @@ from talk_llm_server import start_llama_server
 from turns import voice  # benchmarks/turns.py: the embedded voice without sampling noise
 
 from omnicli.bench.scoring import percentile
-from omnicli.realtime.loop_lag import LoopLag
+from omnicli.server.loop_lag import LoopLag
 
 STEPS = ["heard", "first_token", "first_piece", "talker_start", "first_chunk"]
 MORE_QUESTIONS = [
@@ -90,8 +90,7 @@ class StageTrace:
     and the turn end's judges (Smart Turn, the words check), wrapped where they are looked up."""
 
     def __init__(self, engine) -> None:
-        from omnicli.audio import smart_turn
-        from omnicli.engine import text_turn
+        from omnicli.turns import smart_turn, text_turn
 
         self.spans: list[tuple[str, float, float]] = []
         for owner, attr, name in [(engine, "transcribe", "transcript (ASR)"), (engine, "prepare", "answer begun ahead"),
@@ -176,10 +175,10 @@ def talk_engine(llm: str, thinker_server: str | None):
 
 def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None = None, per_turn: bool = False,
                   trace: bool = False) -> None:
-    from omnicli.realtime.sources import FileVoice
-    from omnicli.realtime.speakers import FileSpeaker
-    from omnicli.realtime.talk import TalkClient, TalkOptions
-    from omnicli.realtime.transport import LocalTransport
+    from omnicli.talk.client import TalkClient, TalkOptions
+    from omnicli.talk.sources import FileVoice
+    from omnicli.talk.speakers import FileSpeaker
+    from omnicli.talk.transport import LocalTransport
 
     engine = talk_engine(llm, thinker_server)
     wav = dialog(work, QUESTIONS + MORE_QUESTIONS)
@@ -261,7 +260,7 @@ def lag_line(name: str, lags: list[float]) -> str:
 def chat_timeline(llm: str) -> None:
     from omnicli.engine.base import AudioDelta, ChatDone, ChatRequest, Message, TextPart
     from omnicli.engine.staged import embedded_engine
-    from omnicli.realtime.settings import DEFAULT_INSTRUCTIONS
+    from omnicli.session.settings import DEFAULT_INSTRUCTIONS
 
     engine = embedded_engine(llm=llm)
     asyncio.run(engine.preload())

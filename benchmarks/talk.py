@@ -35,7 +35,7 @@ def direct_stages(engine, clips) -> dict:
     from omnicli.audio.pcm import resample
     from omnicli.engine import piper_voice
     from omnicli.engine.sentences import SentenceChunker
-    from omnicli.realtime.settings import DEFAULT_INSTRUCTIONS
+    from omnicli.session.settings import DEFAULT_INSTRUCTIONS
 
     voice = piper_voice.load(piper_voice.default_voice())
     rows = []
@@ -64,11 +64,11 @@ def direct_stages(engine, clips) -> dict:
 def main() -> None:
     from omnicli.engine.base import SpeechRequest
     from omnicli.engine.staged import embedded_engine
-    from omnicli.realtime.sources import FileVoice
-    from omnicli.realtime.speakers import FileSpeaker
-    from omnicli.realtime.talk import TalkClient, TalkOptions
-    from omnicli.realtime.transport import LocalTransport
-    from omnicli.realtime.view import EventLog
+    from omnicli.talk.client import TalkClient, TalkOptions
+    from omnicli.talk.sources import FileVoice
+    from omnicli.talk.speakers import FileSpeaker
+    from omnicli.talk.transport import LocalTransport
+    from omnicli.talk.view import EventLog
 
     engine = embedded_engine()
 

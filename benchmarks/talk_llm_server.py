@@ -58,11 +58,11 @@ def start_llama_server(gguf: Path, log: Path) -> tuple[subprocess.Popen, str]:
 
 def commit_to_first_audio(engine, dialog: Path, work: Path, label: str) -> list[float]:
     """Run the dialog through a headless talk session on `engine`; seconds per answered turn."""
-    from omnicli.realtime.sources import FileVoice
-    from omnicli.realtime.speakers import FileSpeaker
-    from omnicli.realtime.talk import TalkClient, TalkOptions
-    from omnicli.realtime.transport import LocalTransport
-    from omnicli.realtime.view import EventLog
+    from omnicli.talk.client import TalkClient, TalkOptions
+    from omnicli.talk.sources import FileVoice
+    from omnicli.talk.speakers import FileSpeaker
+    from omnicli.talk.transport import LocalTransport
+    from omnicli.talk.view import EventLog
 
     class Quiet:
         def __getattr__(self, name):

@@ -83,7 +83,7 @@ def english(answer: str) -> bool:
 async def measure(name: str) -> dict:
     from omnicli.engine.base import AudioDelta, ChatDone, ChatRequest, Message, TextDelta, TextPart
     from omnicli.engine.staged import embedded_engine
-    from omnicli.realtime.settings import DEFAULT_INSTRUCTIONS
+    from omnicli.session.settings import DEFAULT_INSTRUCTIONS
 
     engine = embedded_engine(llm=name)
     started = time.perf_counter()

@@ -3,7 +3,7 @@
 Speech from the embedded Piper voice (no sampling noise), fed to `TurnDetector` 40 ms at a time as
 a microphone would. Printed side by side for 500 ms of silence, each semantic eagerness, and what
 omni serve's semantic_vad does (auto, and a turn end Smart Turn calls must also read finished: the
-early Whisper transcript judged by engine/text_turn.py; fed through its input buffer in real time,
+early Whisper transcript judged by turns/text_turn.py; fed through its input buffer in real time,
 with the answer begun in the pause, which such a turn end waits for unless the voice comes back;
 and the same with nothing begun, as where the thinker is a server omni cannot read ahead into):
 - end of speech -> turn end decision, p50/p90, on finished sentences (the 20 dev sentences and
@@ -19,7 +19,7 @@ and the same with nothing begun, as where the thinker is a server omni cannot re
   pause, and how many of the 30 finished ones end at that first ask (the rest wait 400 ms more at
   least). The speed goal needs more than half ending there; the cut goal at most one cut.
 - with --cuts, each sentence a rule cut at its pause: the words heard before it, Smart Turn's
-  verdict, and how the words read (engine/text_turn.py).
+  verdict, and how the words read (turns/text_turn.py).
 Usage: python benchmarks/turns.py [--grid] [--cuts] [--llm NAME] [--served-only]
 """
 
@@ -33,7 +33,7 @@ from talk import QUESTIONS  # benchmarks/talk.py: the same ten spoken questions
 
 from omnicli.bench.scoring import percentile
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "sentences_dev.txt"
+DEV = Path(__file__).resolve().parents[1] / "tests" / "data" / "sentences_dev.txt"
 RATE = 24000
 FRAME = 960  # 40 ms
 PAUSE_S = 0.4
@@ -94,7 +94,7 @@ def pause_between_words(whole: np.ndarray, asr) -> tuple[np.ndarray, np.ndarray]
 
 def detected(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
     """The detector's stops in `audio`, each with the wall time of the feed call that decided it."""
-    from omnicli.audio.vad import TurnDetector
+    from omnicli.turns.vad import TurnDetector
 
     detector = TurnDetector(RATE, **rule)
     stops = []
@@ -112,21 +112,21 @@ def served(audio: np.ndarray, engine, begin_answers: bool = True, heard: list[st
     answer (one talker); the first ask of a pause has Smart Turn asked beside Whisper if it is still
     hearing the pause (else after the answer), waits for that answer unless the voice comes back
     first, and the words must read finished too (Whisper's early transcript, then
-    engine/text_turn.py); each stop commits. The time it took to decide counts. Without
+    turns/text_turn.py); each stop commits. The time it took to decide counts. Without
     `begin_answers` no answer is begun, so the decision waits for none. `heard` gets, for each stop,
     the early transcript last heard before it (the words the session read)."""
     import asyncio
     import base64
 
     from omnicli.audio.pcm import float_to_pcm16
-    from omnicli.realtime.conversation import Conversation
-    from omnicli.realtime.early_asr import one_talker
-    from omnicli.realtime.input_buffer import InputBuffer
-    from omnicli.realtime.responses import read_ahead
-    from omnicli.realtime.settings import SessionSettings
+    from omnicli.session.conversation import Conversation
+    from omnicli.session.responses import read_ahead
+    from omnicli.session.settings import SessionSettings
+    from omnicli.turns.input_buffer import InputBuffer
+    from omnicli.turns.scheduler import AnswerScheduler
 
     async def feed() -> list[tuple[object, float]]:
-        lock, settings = asyncio.Lock(), SessionSettings("omni-embedded")
+        lock, settings, scheduler = asyncio.Lock(), SessionSettings("omni-embedded"), AnswerScheduler()
         stops, began, transcripts = [], time.perf_counter(), [""]
 
         async def turns(events) -> None:
@@ -141,9 +141,9 @@ def served(audio: np.ndarray, engine, begin_answers: bool = True, heard: list[st
         async def tell(transcript: str) -> None:
             transcripts.append(transcript)
             if begin_answers:
-                await read_ahead(engine, Conversation(), settings, transcript, begin_answer=one_talker())
+                await read_ahead(engine, Conversation(), settings, transcript, begin_answer=scheduler.one_talker())
 
-        buffer = InputBuffer(engine, lock, turns)
+        buffer = InputBuffer(engine, lock, turns, scheduler)
         buffer.on_heard(tell)
         buffer.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
         for index, start in enumerate(range(0, len(audio), FRAME)):
@@ -161,7 +161,7 @@ def stops_of(audio: np.ndarray, rule: dict, engine, heard: list[str] | None = No
 
 def cut_line(sentence: str, stop, words: str | None) -> str:
     """A sentence cut at its pause: Smart Turn's verdict, the words the session read and how they read."""
-    from omnicli.engine.text_turn import sentence_end_probability
+    from omnicli.turns.text_turn import sentence_end_probability
 
     smart = "not asked" if stop.probability is None else f"{stop.probability:.3f}"
     read = "no words read" if words is None else f"{words!r} read {sentence_end_probability(words):.3f}"
@@ -171,7 +171,7 @@ def cut_line(sentence: str, stop, words: str | None) -> str:
 def asks(audio: np.ndarray, pause_ms: int) -> list[tuple[int, float]]:
     """Every time Smart Turn was asked about `audio` (first after `pause_ms` of silence), as
     (ms of audio heard, its probability); the detector never ends a turn here."""
-    from omnicli.audio.vad import TurnDetector
+    from omnicli.turns.vad import TurnDetector
 
     detector = TurnDetector(RATE, semantic=True)
     detector.pause_ms, detector.complete_at, detector.max_silence_ms = pause_ms, 2.0, 10**6
@@ -210,10 +210,10 @@ def main() -> None:
     parser.add_argument("--grid", action="store_true", help="the trade-off behind the eagerness settings")
     parser.add_argument("--cuts", action="store_true", help="each sentence cut at its pause, and why")
     args = parser.parse_args()
-    from omnicli.audio import smart_turn
     from omnicli.audio.pcm import resample
     from omnicli.engine.asr import WhisperASR
     from omnicli.engine.staged import embedded_engine
+    from omnicli.turns import smart_turn
 
     say = voice()
     dev = [line.strip() for line in DEV.read_text().splitlines() if line.strip()]

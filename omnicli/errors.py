@@ -47,6 +47,15 @@ MESSAGE_CHARS = 300
 """How much of a server's own words an error line carries: enough to read, never a whole page."""
 
 
+class EventError(Exception):
+    """A client event that cannot be carried out: becomes an `error` event, the session goes on."""
+
+    def __init__(self, message: str, code: str = "invalid_request_error", param: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.param = param
+
+
 def capped(text: str) -> str:
     """One line of at most MESSAGE_CHARS characters."""
     line = " ".join(str(text).split())

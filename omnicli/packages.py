@@ -18,4 +18,5 @@ def package_dir(name: str, pip_name: str) -> Path:
 
 
 def cache_dir() -> Path:
+    """Where omni keeps what it builds once and reuses: `$OMNI_CACHE`, else ~/.cache/omni."""
     return Path(os.environ.get("OMNI_CACHE", Path.home() / ".cache" / "omni"))

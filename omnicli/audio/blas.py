@@ -1,10 +1,9 @@
 """numpy's BLAS (OpenBLAS, in numpy's wheels) on one thread.
 
 omni's own matrix products are small: the log-mel features Smart Turn and Whisper read (a few
-MFLOP). OpenBLAS runs them on a team of threads that spin for a while after each call, and on two
-cores that spinning took a core from whichever model ran next: the words check right after Smart
-Turn's features took 90-146 ms instead of 46 (measured here). The models compute on threads of
-their own, budgeted in engine/cores.py.
+MFLOP). OpenBLAS runs them on a team of threads that spin for a while after each call, and on few
+cores that spinning takes a core from whichever model runs next (the words check right after Smart
+Turn's features, for one). The models compute on threads of their own, budgeted in engine/cores.py.
 """
 
 import threading

@@ -13,6 +13,8 @@ SPEECH_RATE = 24000
 
 @dataclass
 class AudioChunk:
+    """A piece of speech as it is made or heard, with the words it speaks when known."""
+
     samples: np.ndarray
     rate: int = SPEECH_RATE
     text: str | None = None
@@ -20,4 +22,5 @@ class AudioChunk:
 
     @property
     def seconds(self) -> float:
+        """How long the chunk plays."""
         return len(self.samples) / self.rate

@@ -5,6 +5,7 @@ from omnicli.errors import AudioDeviceError
 
 
 def sounddevice():
+    """The sounddevice module, loaded on first use, or one clear error when PortAudio is missing."""
     try:
         import sounddevice as sd
     except OSError as exc:  # the PortAudio library itself is missing

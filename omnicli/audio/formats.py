@@ -14,6 +14,8 @@ from omnicli.errors import UsageError
 
 
 class AudioFormat(str, Enum):
+    """The audio file formats omni reads and writes, by their `--format` names."""
+
     WAV = "wav"
     MP3 = "mp3"
     FLAC = "flac"
@@ -22,6 +24,7 @@ class AudioFormat(str, Enum):
 
     @property
     def content_type(self) -> str:
+        """The MIME type an HTTP answer in this format carries."""
         return _CONTENT_TYPES[self]
 
 
@@ -72,6 +75,7 @@ def parse_format(value: str) -> AudioFormat:
 
 
 def format_from_path(path: str | Path) -> AudioFormat | None:
+    """The format a file name's suffix names, or None when it names none."""
     return _SUFFIXES.get(Path(path).suffix.lower())
 
 
@@ -101,6 +105,7 @@ def choose_format(explicit: str | None, path: str | None) -> AudioFormat:
 
 
 def check_rate(fmt: AudioFormat, rate: int) -> None:
+    """Refuse, before any work, a sample rate the format cannot be written at."""
     allowed = _RATES.get(fmt)
     if rate <= 0 or (allowed and rate not in allowed):
         choices = ", ".join(map(str, allowed)) if allowed else "a positive rate"

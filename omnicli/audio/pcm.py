@@ -4,11 +4,13 @@ import numpy as np
 
 
 def float_to_pcm16(samples: np.ndarray) -> bytes:
+    """Float samples in [-1, 1] as little-endian PCM16 bytes (clipped, not wrapped)."""
     clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
     return (clipped * 32767.0).round().astype("<i2").tobytes()
 
 
 def pcm16_to_float(data: bytes) -> np.ndarray:
+    """Little-endian PCM16 bytes as float32 samples in [-1, 1)."""
     if len(data) % 2:
         raise ValueError("PCM16 data must hold whole 2-byte samples")
     return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0

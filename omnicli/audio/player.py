@@ -77,6 +77,7 @@ class Player:
 
     @property
     def buffered_seconds(self) -> float:
+        """How much audio waits to be played, in seconds."""
         return self._buffered / self.device_rate
 
     def flush(self) -> None:
@@ -87,6 +88,7 @@ class Player:
         self._resampler = StreamResampler(self._rate, self.device_rate)
 
     def write(self, samples: np.ndarray) -> None:
+        """Queue samples for playback, resampled to the device's rate."""
         self._push(self._resampler.process(samples))
 
     def _push(self, samples: np.ndarray) -> None:

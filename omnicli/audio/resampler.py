@@ -20,6 +20,7 @@ class StreamResampler:
         self._stream = None
 
     def process(self, samples: np.ndarray, last: bool = False) -> np.ndarray:
+        """The next piece of the resampled stream; `last` flushes what soxr still holds."""
         samples = np.asarray(samples, dtype=np.float32)
         if self._stream is None:
             return samples

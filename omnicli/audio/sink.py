@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 
 class SpeechOutput:
+    """Sends synthesized speech to a file, stdout or the speaker, whichever the command asked for."""
+
     def __init__(
         self,
         *,
@@ -49,6 +51,7 @@ class SpeechOutput:
             self._player = Player(self._device)
 
     async def write(self, chunk: AudioChunk) -> None:
+        """Take the next chunk of speech: play it, stream it to stdout or keep it for the file."""
         self._samples += len(chunk.samples)
         if self._player is not None:
             self._player.write(chunk.samples)

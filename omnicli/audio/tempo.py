@@ -1,8 +1,7 @@
 """Tempo without pitch: Rubber Band (through pedalboard) stretches speech by an exact factor.
 
-Piper's own length scale was the first choice, but it cannot go faster than ~0.5x duration (each
-phoneme keeps at least one frame; measured 0.64x duration at length scale 0.5), so `--speed 2`
-would not halve anything and 4x would be out of reach.
+Not Piper's own length scale: each phoneme keeps at least one frame, so it cannot shorten speech
+by much, `--speed 2` would not halve anything and 4x would be out of reach.
 """
 
 import numpy as np

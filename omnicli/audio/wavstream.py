@@ -35,6 +35,7 @@ class WavStreamDecoder:
         self._headerless = pcm_rate is not None
 
     def feed(self, data: bytes) -> np.ndarray:
+        """Take the next bytes; return the samples they complete (a partial frame waits for more)."""
         self._pending += data
         out: list[np.ndarray] = []
         while self._pending:

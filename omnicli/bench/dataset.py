@@ -14,6 +14,8 @@ from omnicli.errors import UsageError
 
 @dataclass(frozen=True)
 class Item:
+    """One utterance to synthesize and score, with its voice prompt when the dataset clones voices."""
+
     utt: str
     text: str
     """The text to synthesize, and the reference for scoring (Seed-TTS-eval's infer_text)."""
@@ -24,16 +26,20 @@ class Item:
 
 @dataclass
 class Dataset:
+    """The utterances of a benchmark run and the lines skipped as malformed."""
+
     items: list[Item]
     malformed: list[str] = field(default_factory=list)
     """'line N: why' for each skipped line."""
 
     @property
     def has_prompts(self) -> bool:
+        """Whether any utterance brings a voice prompt to clone."""
         return any(item.prompt_wav for item in self.items)
 
 
 def load_dataset(path: str | Path, *, limit: int | None = None, shuffle: bool = False, seed: int = 0) -> Dataset:
+    """Read a meta.lst or a plain text file into utterances, optionally shuffled and cut to `limit`."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()

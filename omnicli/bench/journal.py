@@ -15,6 +15,8 @@ from omnicli.errors import OmniError
 
 
 class Journal:
+    """The run's finished records, in memory and appended durably to items.jsonl as each finishes."""
+
     def __init__(self, out_dir: Path | None, *, resume: bool) -> None:
         self.records: list[dict] = []
         self.path = out_dir / "items.jsonl" if out_dir is not None else None
@@ -36,9 +38,11 @@ class Journal:
 
     @property
     def done(self) -> set[str]:
+        """The utterance ids already finished, which a resumed run skips."""
         return {r["utt"] for r in self.records}
 
     def append(self, record: dict) -> None:
+        """Keep a finished record and put it on disk before going on."""
         self.records.append(record)
         if self._handle is not None:
             try:
@@ -53,6 +57,7 @@ class Journal:
         os.fsync(self._handle.fileno())
 
     def close(self) -> None:
+        """Close the journal file."""
         if self._handle is not None:
             self._handle.close()
 

@@ -14,6 +14,8 @@ CONTINUITY_THRESHOLD_S = 0.1
 
 @dataclass(frozen=True)
 class Underruns:
+    """The gaps a real-time listener would hear in one streamed answer."""
+
     count: int
     """Gaps heard: packets that arrived after the audio before them had finished playing."""
     seconds: float

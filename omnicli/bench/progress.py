@@ -6,6 +6,8 @@ from typing import Any
 
 
 class BenchProgress:
+    """The progress line on a terminal, and nothing elsewhere; used as a context manager."""
+
     def __init__(self, total: int) -> None:
         self.total = total
         self._wers: list[float] = []
@@ -28,6 +30,7 @@ class BenchProgress:
         return self
 
     def update(self, record: dict) -> None:
+        """Count one finished record into the bar and the running WER."""
         if record["status"] == "ok":
             self._wers.append(record["wer"])
         else:

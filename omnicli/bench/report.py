@@ -34,6 +34,7 @@ def _bars(labels: list[str], counts: list[int], color: str, width=900, height=22
 
 
 def wer_histogram(records: list[dict]) -> str:
+    """An SVG bar chart of how many utterances fall in each WER band."""
     wers = [r["wer"] for r in records if r.get("status") == "ok"]
     labels, counts = [], []
     for low, high in zip(_BINS, _BINS[1:], strict=False):
@@ -44,6 +45,7 @@ def wer_histogram(records: list[dict]) -> str:
 
 
 def latency_chart(records: list[dict]) -> str:
+    """An SVG histogram of times to first audio, or a note when there are none."""
     ttfa = sorted(r["ttfa"] for r in records if r.get("ttfa") is not None)
     if not ttfa:
         return "<p>No time-to-first-audio figures (scored existing audio).</p>"

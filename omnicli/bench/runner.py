@@ -35,7 +35,9 @@ BACKLOG = 256
 class Judge(Protocol):
     """What hears the audio: Whisper in process by default, or a server's (an ASR stage)."""
 
-    async def transcribe(self, samples: np.ndarray, rate: int, *, language: str | None = None) -> Transcript: ...
+    async def transcribe(self, samples: np.ndarray, rate: int, *, language: str | None = None) -> Transcript:
+        """The words heard in one synthesized clip."""
+        ...
 
     async def preload(self) -> None:
         """Load the model, or reach the server, before the first utterance is made."""
@@ -44,6 +46,8 @@ class Judge(Protocol):
 
 @dataclass(frozen=True)
 class BenchOptions:
+    """How a benchmark run sends its requests and how it scores the answers."""
+
     concurrency: int | None = 1
     """Requests in flight at most; None: no limit (with `rate`)."""
     rate: float | None = None
@@ -61,6 +65,8 @@ class BenchOptions:
 
 @dataclass
 class Synthesized:
+    """One utterance's audio (None when synthesis failed) and its record so far, awaiting the judge."""
+
     item: Item
     samples: np.ndarray | None
     rate: int

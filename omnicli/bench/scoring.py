@@ -21,10 +21,12 @@ def _punctuation() -> str:
 
 
 def language_of(text: str) -> str:
+    """'zh' when the text holds Chinese characters, else 'en': it decides how words are split."""
     return "zh" if _CJK.search(text) else "en"
 
 
 def normalize(text: str, language: str, normalizer: str = "seed-tts") -> str:
+    """The text as Seed-TTS-eval compares it (or Whisper's English normaliser when asked)."""
     if normalizer == "whisper" and language == "en":
         from whisper_normalizer.english import EnglishTextNormalizer
 
@@ -37,6 +39,8 @@ def normalize(text: str, language: str, normalizer: str = "seed-tts") -> str:
 
 @dataclass(frozen=True)
 class Score:
+    """One utterance's word error rate, its error counts and the normalised texts compared."""
+
     wer: float
     substitutions: int
     deletions: int
@@ -47,6 +51,7 @@ class Score:
 
 
 def score(reference: str, hypothesis: str, *, language: str | None = None, normalizer: str = "seed-tts") -> Score:
+    """Compare the heard words with the reference after normalisation, as Seed-TTS-eval does."""
     import jiwer
 
     language = language or language_of(reference)
@@ -61,6 +66,7 @@ def score(reference: str, hypothesis: str, *, language: str | None = None, norma
 
 
 def percentile(values: list[float], q: float) -> float | None:
+    """The q-th quantile by linear interpolation (None for no values)."""
     if not values:
         return None
     ordered = sorted(values)

@@ -13,6 +13,7 @@ from omnicli.bench.scoring import percentile
 
 
 def serving_figures(records: list[dict], duration: float, *, concurrency: int | None, rate: float | None) -> dict:
+    """The run's throughput, latency and underrun figures, named as `vllm bench serve --omni` names them."""
     answered = [r for r in records if r.get("generation_seconds") is not None]
     audio = sum(r.get("audio_seconds") or 0.0 for r in answered)
     ttfp = [r["ttfa"] * 1000 for r in answered if r.get("ttfa") is not None]

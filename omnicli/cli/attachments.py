@@ -20,6 +20,7 @@ def _audio_format(path: str) -> AudioFormat | None:
 
 
 def read_attachment(path: str) -> Part:
+    """The file as a message part, audio checked to decode, or a usage error naming what can be attached."""
     suffix = Path(path).suffix.lower()
     fmt = _audio_format(path)
     if fmt is None and suffix not in IMAGE_SUFFIXES:

@@ -42,6 +42,7 @@ class Level:
 
     @property
     def name(self) -> str:
+        """How reports and tables name this load, e.g. `c=4, 2/s`."""
         from omnicli.bench.tables import level_name
 
         return level_name({"max_concurrency": self.concurrency, "request_rate": self.rate})

@@ -45,6 +45,8 @@ REPL_COMMANDS = {
 
 @dataclass(frozen=True)
 class TurnOutput:
+    """Where each answer goes: the audio file and its format, the speaker, JSON instead of text."""
+
     path: str | None
     fmt: AudioFormat
     play: bool
@@ -52,6 +54,8 @@ class TurnOutput:
 
 
 class ChatSession:
+    """One `omni chat` conversation: its settings, its history and the turns that failed."""
+
     def __init__(
         self,
         engine: Engine,
@@ -81,9 +85,11 @@ class ChatSession:
         self.reset()
 
     def reset(self) -> None:
+        """Forget the conversation, keeping only the system prompt."""
         self.history = [Message("system", [TextPart(self.system)])] if self.system else []
 
     def one_shot(self, message: Message) -> dict:
+        """Answer one message and close the engine: `omni chat` without the REPL."""
         with asyncio.Runner() as runner:
             try:
                 return runner.run(self.turn(message))
@@ -185,6 +191,7 @@ class ChatSession:
         return True
 
     def save(self, path: str) -> None:
+        """Write the conversation's text to `path` as JSON (the REPL's /save); a failure is only reported."""
         from omnicli.audio.atomic import atomic_write
 
         messages = [{"role": m.role, "content": m.text} for m in self.history]

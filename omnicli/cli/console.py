@@ -13,12 +13,14 @@ if TYPE_CHECKING:
 
 @functools.cache
 def stderr():
+    """The rich console on stderr, made once on first use."""
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)
 
 
 def note(message: str) -> None:
+    """Tell the person at the terminal something, on stderr, never mixed into the data on stdout."""
     print(message, file=sys.stderr)
 
 
@@ -30,12 +32,14 @@ class Thinking:
         self._status: Status | None = None
 
     def start(self) -> None:
+        """Show the spinner (on a terminal only)."""
         if sys.stderr.isatty():
             status = stderr().status("thinking…", spinner="dots")
             status.start()
             self._status = status
 
     def stop(self) -> None:
+        """Erase the spinner if it shows; safe to call more than once."""
         if self._status is not None:
             status, self._status = self._status, None
             status.stop()

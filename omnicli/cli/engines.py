@@ -117,6 +117,7 @@ class Engines:
     """An httpx transport every server connection uses (tests: `httpx.MockTransport`)."""
 
     def engine(self, choice: EngineChoice) -> Engine:
+        """The engine a command's options choose: in process, on servers, or stages split between them."""
         check_runtime(choice)
         if choice.engine == "vllm-omni":
             return self.vllm_omni(choice)
@@ -225,10 +226,10 @@ class Engines:
 
                 servers = [self.remote(connection, url) for url in connection.servers]
                 return FirstServerTransport(servers, connection.api_key, model, say=note)
-            from omnicli.realtime.transport import WebSocketTransport
+            from omnicli.talk.transport import WebSocketTransport
 
             return WebSocketTransport(connection.servers[0], connection.api_key, model)
-        from omnicli.realtime.transport import LocalTransport
+        from omnicli.talk.transport import LocalTransport
 
         return LocalTransport(self.engine(choice))
 

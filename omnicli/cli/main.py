@@ -21,6 +21,7 @@ class OmniGroup(TyperGroup):
     whether the CLI runs from `main()` or from a test's `CliRunner`."""
 
     def invoke(self, ctx):
+        """Run the command, turning its failures into one line on stderr and an exit code."""
         from omnicli.errors import OmniError
 
         try:
@@ -45,7 +46,7 @@ app = typer.Typer(
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain help: rich's renderer costs ~0.1 s of start-up
+    rich_markup_mode=None,  # plain help: rich's renderer would slow every start-up
 )
 app.command(name="speak")(speak.speak)
 app.command(name="chat")(chat.chat)
@@ -70,6 +71,7 @@ def root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
 ) -> None:
+    """Options that apply to every sub-command: verbosity and the version."""
     if verbose:
         os.environ["OMNI_TRACEBACK"] = "1"
     _setup_logging(verbose)

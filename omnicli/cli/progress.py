@@ -34,11 +34,14 @@ class Bar:
 
 
 class SynthesisBar(Bar):
+    """Characters synthesized of the whole text, while speech goes only to a file."""
+
     def __init__(self, progress: Progress, characters: int) -> None:
         self._progress = progress
         self._task = progress.add_task("speaking", total=characters)
 
     def spoken(self, characters: int) -> None:
+        """Advance the bar by `characters` more of the text synthesized."""
         self._progress.advance(self._task, characters)
 
 
@@ -57,12 +60,15 @@ class PlaybackBar(Bar):
         self.poll()
 
     def spoken(self, characters: int) -> None:
+        """Count `characters` more of the text synthesized, for the percentage shown."""
         self._spoken += characters
 
     def made(self, seconds: float) -> None:
+        """Count `seconds` more of audio made: the total the bar plays towards."""
         self._seconds += seconds
 
     def synthesized(self) -> None:
+        """Synthesis is over: stop showing its percentage."""
         self._synthesizing = False
 
     @property
@@ -91,11 +97,13 @@ class _PolledProgress(Progress):
 
 @contextlib.contextmanager
 def synthesis_bar(console, characters: int) -> Iterator[Bar]:
+    """A synthesis bar shown on `console` for as long as the block runs, erased after."""
     with Progress(console=console, transient=True, redirect_stdout=False) as progress:
         yield SynthesisBar(progress, characters)
 
 
 def playback_progress(console) -> _PolledProgress:
+    """The rich display a playback bar draws in, refreshed from the speaker's position."""
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[clock]}"),
                TextColumn("{task.fields[state]}", style="dim"))
     return _PolledProgress(*columns, console=console, transient=True, redirect_stdout=False)
@@ -103,5 +111,6 @@ def playback_progress(console) -> _PolledProgress:
 
 @contextlib.contextmanager
 def playback_bar(console, clock: Clock, characters: int) -> Iterator[PlaybackBar]:
+    """A playback bar shown on `console` for as long as the block runs, erased after."""
     with playback_progress(console) as progress:
         yield PlaybackBar(progress, clock, characters)

@@ -25,6 +25,7 @@ from omnicli.cli.options import (
     VoiceOption,
 )
 from omnicli.errors import UsageError
+from omnicli.turns.modes import TurnMode
 
 
 def talk(
@@ -67,16 +68,14 @@ def talk(
 
         print(device_table(sounddevice().query_devices()))
         return
-    if vad not in (None, "client", "smart", "server", "semantic"):
-        raise UsageError(f"--vad must be 'client', 'smart', 'server' or 'semantic', got {vad!r}")
-    turns = vad or ("ptt" if sys.stdin.isatty() and not input_file else "client")
+    turns = TurnMode.chosen(vad) or (TurnMode.PUSH_TO_TALK if sys.stdin.isatty() and not input_file else TurnMode.CLIENT)
     connection = resolve_connection(server, api_key)
-    from omnicli.realtime.talk import TalkOptions
+    from omnicli.talk.client import TalkOptions
 
     options: object = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
                                   answer_timeout=connection.timeout if connection.server else None)
     if duplex or preset or ref_audio or image:
-        from omnicli.realtime.duplex_client import duplex_options
+        from omnicli.talk.duplex.client import duplex_options
 
         if image and not connection.server:
             raise UsageError("--image needs --server: the embedded engine cannot see pictures "
@@ -103,9 +102,9 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
 
     import numpy as np
 
-    from omnicli.realtime.sources import FileVoice, Microphone
-    from omnicli.realtime.speakers import FileSpeaker, Speaker
-    from omnicli.realtime.view import EventLog
+    from omnicli.talk.sources import FileVoice, Microphone
+    from omnicli.talk.speakers import FileSpeaker, Speaker
+    from omnicli.talk.view import EventLog
 
     if output_file:
         check_writable(output_file, "--output-file")
@@ -125,13 +124,13 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
             speaker = Player(output_device, continuous=True)
         stack.callback(speaker.close)
         from omnicli.cli.engines import EngineChoice
-        from omnicli.realtime.duplex_client import DuplexOptions, duplex_if_offered, duplex_link
+        from omnicli.talk.duplex.client import DuplexOptions, duplex_if_offered, duplex_link
 
         choice = EngineChoice(connection, llm=llm, asr_model=asr_model, stages=servers, thinker=thinker)
         if isinstance(options, DuplexOptions) and connection.server:
             transport = duplex_link(connection, model, log)
         elif isinstance(options, DuplexOptions):  # the duplex lane in this process, on the embedded engine
-            from omnicli.realtime.duplex_local import local_link
+            from omnicli.talk.duplex.local import local_link
 
             transport = local_link(factory.engine(choice), model, log.write)
         else:
@@ -162,8 +161,8 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
     import signal
 
     from omnicli.cli.keys import TerminalKeys
-    from omnicli.realtime.talk import TalkClient
-    from omnicli.realtime.view import LineView, talk_view
+    from omnicli.talk.client import TalkClient
+    from omnicli.talk.view import LineView, talk_view
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -182,7 +181,7 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
         if keyboard:  # before the panel: a key pressed while it loads must not be echoed under it
             stack.enter_context(TerminalKeys(loop, lambda action: on_key(action)))
         view = stack.enter_context(talk_view(keys))
-        from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
+        from omnicli.talk.duplex.client import DuplexOptions, DuplexTalkClient
 
         client: TalkClient | DuplexTalkClient
         if isinstance(options, DuplexOptions):
@@ -206,7 +205,7 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
     return client.said, codes[0] if codes else 0
 
 
-def _keys_help(turns: str, keyboard: bool) -> str:
+def _keys_help(turns: TurnMode, keyboard: bool) -> str:
     if not keyboard:
         return "Ctrl-C quits"
-    return "Space talk · m mute · q quit" if turns == "ptt" else "m mute · q quit"
+    return "Space talk · m mute · q quit" if turns == TurnMode.PUSH_TO_TALK else "m mute · q quit"

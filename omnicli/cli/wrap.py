@@ -14,6 +14,8 @@ _TAB = 4
 
 
 class WordWrap:
+    """Streamed text on a terminal `width` cells wide, moving a word that overflows to the next line."""
+
     def __init__(self, out: TextIO, width: int) -> None:
         self._out = out
         self._width = max(width, 2)
@@ -26,6 +28,7 @@ class WordWrap:
         """Spaces after the last word, not written yet: they go before the next word if it fits."""
 
     def write(self, text: str) -> None:
+        """Write the next piece of the answer, wrapping between words."""
         for char in text:
             if char == "\n":
                 self._newline()
@@ -79,10 +82,12 @@ class Plain:
         self._out = out
 
     def write(self, text: str) -> None:
+        """Write the next piece of the answer unchanged."""
         self._out.write(text)
         self._out.flush()
 
     def end(self) -> None:
+        """Finish the answer's last line."""
         self.write("\n")
 
 

@@ -1,0 +1,1 @@
+"""Engines on the other side of HTTP: one server, replicas of one, or single stages on servers."""

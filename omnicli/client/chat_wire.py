@@ -1,6 +1,6 @@
 """`POST /v1/chat/completions` on the wire: building the request, and reading every answer shape.
 
-Shapes a client meets (DESIGN.md section 4):
+Shapes a client meets (docs/protocols.md):
 - OpenAI: `choices[0].message.audio = {data, transcript}`; streamed `choices[0].delta.audio
   .{data, transcript}` (PCM16 24 kHz) beside `delta.content`.
 - vLLM-Omni: text and audio as separate choices (`choices[1].message.audio.data`); streamed chunks

@@ -42,21 +42,25 @@ class FirstServerTransport:
         raise ServerError(capped(f"none of the {len(self.servers)} servers answers: {'; '.join(reasons)}"))
 
     async def open(self) -> None:
-        from omnicli.realtime.transport import WebSocketTransport
+        """Choose the server and open the session's WebSocket to it."""
+        from omnicli.talk.transport import WebSocketTransport
 
         self._inner = WebSocketTransport(await self.choose(), self._api_key, self._model)
         await self._inner.open()
 
     async def send(self, event: dict) -> None:
+        """Send one client event to the chosen server."""
         assert self._inner is not None, "send before open"
         await self._inner.send(event)
 
     async def events(self) -> AsyncIterator[dict]:
+        """The chosen server's events, as they arrive."""
         assert self._inner is not None, "events before open"
         async for event in self._inner.events():
             yield event
 
     async def close(self) -> None:
+        """Close the WebSocket, if open, and every server's connections."""
         if self._inner is not None:
             await self._inner.close()
         for server in self.servers:

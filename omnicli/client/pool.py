@@ -50,9 +50,11 @@ class Member:
 
     @property
     def url(self) -> str:
+        """The server's base URL, which names it in warnings and figures."""
         return self.engine.base_url
 
     def figures(self) -> dict:
+        """What this server did this run, as `take_figures` reports it."""
         return {
             "requests": self.requests,
             "failures": self.failures,
@@ -85,6 +87,8 @@ class _Timing:
 
 
 class ServerPool(Engine):
+    """One engine over several replicas: each request to the least busy server that is up."""
+
     name = "remote"
 
     def __init__(self, engines: list[RemoteEngine], *, say: Callable[[str], None]) -> None:
@@ -105,15 +109,18 @@ class ServerPool(Engine):
 
     @property
     def urls(self) -> list[str]:
+        """Every server's base URL, in the order given, skipped ones included."""
         return [member.url for member in self.members]
 
     # ---- the Engine contract -----------------------------------------------------------
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        """Speech from the least busy server; another takes the request if one is down before it streams."""
         async for chunk in self._streamed(lambda engine: engine.speech(req), lambda chunk: chunk):
             yield chunk
 
     async def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        """An answer from the least busy server; another takes the request if one is down before it streams."""
         audio = lambda delta: delta.chunk if isinstance(delta, AudioDelta) else None  # noqa: E731
         async for delta in self._streamed(lambda engine: engine.chat(req), audio):
             yield delta
@@ -122,6 +129,7 @@ class ServerPool(Engine):
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
         words: bool = False,
     ) -> Transcript:
+        """A transcript from the least busy server; another takes the request if one is down."""
         result: list[Transcript] = []
 
         async def heard(engine: RemoteEngine) -> AsyncGenerator[None, None]:
@@ -133,6 +141,7 @@ class ServerPool(Engine):
         return result[-1]
 
     async def voices(self) -> list[Voice]:
+        """The voices of the first server up (the replicas share them)."""
         await self.check()
         return await self._first_up().engine.voices()
 
@@ -156,9 +165,11 @@ class ServerPool(Engine):
                 self._skip(member, result)
 
     def loaded(self) -> dict[str, str]:
+        """Every server's URL, for --verbose."""
         return {"servers": ", ".join(self.urls)}
 
     async def aclose(self) -> None:
+        """Close every server's connections."""
         await asyncio.gather(*(m.engine.aclose() for m in self.members))
 
     # ---- figures -------------------------------------------------------------------------

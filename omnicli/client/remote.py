@@ -75,6 +75,7 @@ class RemoteEngine(Engine):
         self._probed = False
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        """Ask `/v1/audio/speech` and yield 24 kHz chunks, streamed or whole as the server answers."""
         body = self._speech_body(req)
         async with translated_errors(self.base_url):
             if self.stream is None:
@@ -263,6 +264,7 @@ class RemoteEngine(Engine):
                 await self._probe()
 
     async def voices(self) -> list[Voice]:
+        """The server's voice list from `/v1/audio/voices`; a server without one is an error."""
         async with translated_errors(self.base_url):
             response = await fetch(self._client, "GET", "/v1/audio/voices")
             if response.status_code == 404:
@@ -275,6 +277,7 @@ class RemoteEngine(Engine):
             raise ServerError(f"the server's voice list is not JSON (got {kind})") from None
 
     async def aclose(self) -> None:
+        """Close the HTTP connections."""
         await self._client.aclose()
 
 

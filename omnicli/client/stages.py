@@ -66,12 +66,15 @@ class RemoteStage:
             await self.engine.check()
 
     async def preload(self) -> None:
+        """Reach the server before the first turn: there is no model to load here."""
         await self.check()
 
     def source(self) -> str | None:
+        """The server's URL, reported where a local stage names its model."""
         return self.engine.base_url
 
     async def aclose(self) -> None:
+        """Close the connections to the stage's server."""
         await self.engine.aclose()
 
 
@@ -85,6 +88,7 @@ class RemoteASR(RemoteStage):
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
         words: bool = False,
     ) -> Transcript:
+        """The server's transcript of the clip; failures name the stage's flag."""
         async with self.named():
             return await self.engine.transcribe(samples, rate, language=language, quick=quick, words=words)
 
@@ -100,6 +104,7 @@ class RemoteThinker(RemoteStage):
         self._prompt_tokens: dict[int, int] = {}
 
     async def stream(self, messages: list[dict], *, max_tokens: int, temperature: float) -> AsyncGenerator[str, None]:
+        """The server's answer as text pieces; its usage report is kept for `count_tokens`."""
         request = ChatRequest(
             [Message(m["role"], [TextPart(m["content"])]) for m in messages],
             modalities=("text",), model=self.model, max_tokens=max_tokens, temperature=temperature,
@@ -139,6 +144,7 @@ class RemoteTalker(RemoteStage):
         """The server knows its voices; it refuses an unknown one itself."""
 
     async def say(self, text: str, *, voice: str | None, speed: float) -> AudioChunk:
+        """One piece spoken by the server, gathered whole at 24 kHz."""
         request = SpeechRequest(text=text, voice=voice or self.default_voice, speed=speed, model=self.model)
         async with self.named():
             parts = [chunk.samples async for chunk in self.engine.speech(request)]
@@ -146,6 +152,7 @@ class RemoteTalker(RemoteStage):
         return AudioChunk(samples, SPEECH_RATE, text=text)
 
     async def voices(self) -> list[Voice]:
+        """The voices the server offers."""
         async with self.named():
             return await self.engine.voices()
 
@@ -161,14 +168,17 @@ class HybridEngine(StagedEngine):
         self.remote = remote
 
     async def check(self) -> None:
+        """Reach every stage's server; the first that fails stops the engine."""
         for stage in self.remote:
             await stage.check()
 
     async def preload(self) -> None:
+        """Check the servers, then load the local models."""
         await self.check()  # a missing server fails before the local models load, not after
         await super().preload()
 
     async def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        """The staged answer, once the stages' servers are known to be there."""
         await self.check()  # before the local ASR hears anything for a thinker that is not there
         async for delta in super().chat(req):
             yield delta
@@ -195,9 +205,11 @@ class ServerAsThinker(Engine):
         self._stages: Stages | None = None
 
     def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        """Speech from the server itself."""
         return self.server.speech(req)
 
     async def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        """The server's answer, or, where audio is needed and it has none, local ears and voice around it."""
         heard = any(isinstance(p, AudioPart) for m in req.messages for p in m.parts)
         if (req.wants_audio or heard) and not await self._has_audio():
             answer = StagedEngine(self._around(req.model)).chat(req)
@@ -227,18 +239,23 @@ class ServerAsThinker(Engine):
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
         words: bool = False,
     ) -> Transcript:
+        """The server's own transcript."""
         return await self.server.transcribe(samples, rate, language=language, quick=quick, words=words)
 
     async def voices(self) -> list[Voice]:
+        """The server's own voices."""
         return await self.server.voices()
 
     async def check(self) -> None:
+        """Reach the server, failing fast with one line."""
         await self.server.check()
 
     def loaded(self) -> dict[str, str]:
+        """The server's URL, for --verbose."""
         return {"server": self.server.base_url}
 
     async def aclose(self) -> None:
+        """Close the server's connections."""
         await self.server.aclose()
 
 

@@ -22,9 +22,9 @@ from omnicli.errors import OmniError, UsageError
 
 ASR_RATE = 16000
 SHORT_WINDOW_SECONDS = 10
-"""Whisper encodes 30 s windows; a short turn encoded in a 10 s window costs ~7x less (measured
-0.47 s -> 0.07 s for tiny.en here) and reads the same. Used for conversation turns, not by the
-bench-wer judge, which keeps faster-whisper's standard decoding."""
+"""Whisper encodes 30 s windows; a short turn encoded in a 10 s window costs a fraction as much
+and reads the same. Used for conversation turns, not by the bench-wer judge, which keeps
+faster-whisper's standard decoding."""
 
 
 def _looks_looped(text: str) -> bool:
@@ -71,6 +71,7 @@ class WhisperASR:
         self._lock = threading.Lock()
 
     def load(self):
+        """The faster-whisper model, loaded on the Whisper thread on first use."""
         with self._lock:
             if self._model is None:
                 from faster_whisper import WhisperModel
@@ -100,7 +101,7 @@ class WhisperASR:
     def transcribe(self, samples: np.ndarray, language: str | None = None, *, quick: bool = False,
                    words: bool = False) -> Transcript:
         """`samples`: float32 mono at 16 kHz. `quick`: a short clip is read in a 10 s window
-        (a conversation turn: ~3x faster here, WER 0.08 vs 0.06 on the dev sentences).
+        (a conversation turn, where speed beats polish).
         `words`: word timestamps (the standard decoder, never the quick window). Computed on the
         process's one CTranslate2 thread (engine/native_threads.py)."""
         return WHISPER.run(self._transcribe, self.load(), samples, language, quick, words)
@@ -156,13 +157,16 @@ class LocalASR:
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
         words: bool = False,
     ) -> Transcript:
+        """Hear `samples` at any `rate`: the language checked, resampled to 16 kHz, queued for the model."""
         if language is not None:
             language = await asyncio.to_thread(self.whisper.check_language, language)
         audio = await asyncio.to_thread(resample, samples, rate, ASR_RATE)  # a long file: seconds of CPU, off the loop
         return await self._queue.run(functools.partial(self.whisper.transcribe, audio, language, quick=quick, words=words))
 
     async def preload(self) -> None:
+        """Load the Whisper model now, in its turn on the model's queue."""
         await self._queue.run(self.whisper.load)
 
     def source(self) -> str | None:
+        """The model folder or name loaded, once loaded (for --verbose)."""
         return self.whisper.source

@@ -20,6 +20,8 @@ DEFAULT_MAX_TOKENS = 256
 
 @dataclass(frozen=True)
 class SpeechRequest:
+    """What to speak and how: the text, its voice and speed, and what only some models take."""
+
     text: str
     voice: str | None = None
     speed: float = 1.0
@@ -47,6 +49,8 @@ class Voice:
 
 @dataclass(frozen=True)
 class TextPart:
+    """Text in a message, as its author wrote it."""
+
     text: str
 
 
@@ -61,6 +65,8 @@ class AudioPart:
 
 @dataclass(frozen=True)
 class ImagePart:
+    """An attached image, kept as its bytes and MIME type."""
+
     data: bytes
     mime: str
 
@@ -70,16 +76,21 @@ Part = TextPart | AudioPart | ImagePart
 
 @dataclass
 class Message:
+    """One turn of a conversation: who said it, and its parts (text, audio, images)."""
+
     role: Literal["system", "user", "assistant"]
     parts: list[Part]
 
     @property
     def text(self) -> str:
+        """The message's text parts, one per line (audio and images left out)."""
         return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
 @dataclass
 class ChatRequest:
+    """A conversation to answer, with the output modalities, voice and sampling asked for."""
+
     messages: list[Message]
     modalities: tuple[str, ...] = ("text",)
     voice: str | None = None
@@ -90,16 +101,21 @@ class ChatRequest:
 
     @property
     def wants_audio(self) -> bool:
+        """Whether the answer is to be spoken as well as written."""
         return "audio" in self.modalities
 
 
 @dataclass(frozen=True)
 class TextDelta:
+    """The next piece of an answer's text."""
+
     text: str
 
 
 @dataclass(frozen=True)
 class AudioDelta:
+    """The next chunk of an answer's speech."""
+
     chunk: AudioChunk
 
 
@@ -112,6 +128,8 @@ class TranscriptDelta:
 
 @dataclass(frozen=True)
 class ChatDone:
+    """The end of an answer: its whole text, why it stopped, token usage and timings."""
+
     text: str
     finish_reason: str = "stop"
     usage: dict = field(default_factory=dict)
@@ -127,6 +145,8 @@ ChatDelta = TextDelta | AudioDelta | TranscriptDelta | ChatDone
 
 @dataclass(frozen=True)
 class Transcript:
+    """What was heard in a clip: its text, language and length, and timestamps where given."""
+
     text: str
     language: str | None
     seconds: float
@@ -165,6 +185,7 @@ class Engine(Protocol):
         return None
 
     async def voices(self) -> list[Voice]:
+        """The voices the engine speaks, for clients to choose from (none listed by default)."""
         return []
 
     async def preload(self) -> None:

@@ -46,6 +46,7 @@ class _StageFailed:
 
 
 def refuse_images(req: ChatRequest) -> None:
+    """Refuse a request with images, which the text-only embedded thinker cannot see."""
     if any(isinstance(p, ImagePart) for m in req.messages for p in m.parts):
         raise UsageError(
             "the embedded thinker reads text only, so it cannot see images; "
@@ -70,6 +71,7 @@ def _thinker_message(role: str, texts: list[str]) -> dict:
 
 
 async def run_cascade(req: ChatRequest, stages: Stages) -> AsyncIterator[ChatDelta]:
+    """Answer `req` through the stages (hear, think, speak): deltas as they come, then one ChatDone."""
     refuse_images(req)
     if req.wants_audio:
         stages.talker.check_voice(req.voice)

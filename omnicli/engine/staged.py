@@ -21,12 +21,15 @@ log = logging.getLogger("omni")
 
 
 class StagedEngine(Engine):
+    """An `Engine` over three stages: speech to the talker, chat through the cascade, audio to ASR."""
+
     name = "embedded"
 
     def __init__(self, stages: Stages) -> None:
         self.stages = stages
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        """Speak `req.text` with the talker, sentence by sentence; a reference voice is refused."""
         if req.ref_audio:
             raise UnsupportedError(
                 "the embedded voice cannot clone a reference voice; use --server with a model "
@@ -39,6 +42,7 @@ class StagedEngine(Engine):
             yield await self.stages.talker.say(piece, voice=req.voice, speed=req.speed)
 
     def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        """Answer through the cascade: audio parts heard, then the thinker, then the talker."""
         return run_cascade(req, self.stages)
 
     async def prepare(self, req: ChatRequest, *, begin_answer: bool = False) -> None:
@@ -62,9 +66,11 @@ class StagedEngine(Engine):
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
         words: bool = False,
     ) -> Transcript:
+        """Hear `samples` with the ASR stage."""
         return await self.stages.asr.transcribe(samples, rate, language=language, quick=quick, words=words)
 
     async def preload(self) -> None:
+        """Load the three stages' models now, side by side."""
         stages = self.stages
         await asyncio.gather(stages.talker.preload(), stages.asr.preload(), stages.thinker.preload())
 
@@ -78,9 +84,11 @@ class StagedEngine(Engine):
                 await close()
 
     async def voices(self) -> list[Voice]:
+        """The talker's voices."""
         return await self.stages.talker.voices()
 
     def loaded(self) -> dict[str, str]:
+        """Where each stage's model came from, for the stages that have loaded one."""
         found = {"voice": self.stages.talker.source(), "asr": self.stages.asr.source(),
                  "thinker": self.stages.thinker.source()}
         return {stage: source for stage, source in found.items() if source}
@@ -96,4 +104,5 @@ def embedded_stages(*, llm: str | None = None, asr_model: str | None = None, voi
 
 
 def embedded_engine(*, llm: str | None = None, asr_model: str | None = None, voice: str | None = None) -> StagedEngine:
+    """The all-CPU staged engine (`embedded_stages`), with the models named where given."""
     return StagedEngine(embedded_stages(llm=llm, asr_model=asr_model, voice=voice))

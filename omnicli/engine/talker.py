@@ -20,6 +20,8 @@ from omnicli.engine.workers import ModelQueue
 
 
 class PiperTalker:
+    """A `TalkerStage` speaking with Piper in this process, one queued piece at a time."""
+
     def __init__(self, default_voice: str | None = None) -> None:
         self.default_voice = default_voice
         self._queue = ModelQueue("voice")
@@ -27,9 +29,11 @@ class PiperTalker:
         """A piece spoken ahead: (text, voice model, speed), and its audio to come."""
 
     def check_voice(self, voice: str | None) -> None:
+        """Refuse an unknown voice, or a Piper model path that is not there, before any work."""
         piper_voice.resolve_voice(voice or self.default_voice)
 
     async def say(self, text: str, *, voice: str | None, speed: float) -> AudioChunk:
+        """Speak one piece at 24 kHz, taking the audio `say_ahead` made for it where it matches."""
         model = piper_voice.resolve_voice(voice or self.default_voice)
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead[0] == (text, model, speed) and ahead[1].get_loop() is asyncio.get_running_loop():
@@ -55,12 +59,15 @@ class PiperTalker:
         return await self._queue.run(_synthesize, loaded, text, speed)
 
     async def voices(self) -> list[Voice]:
+        """The embedded engine's Piper voices."""
         return piper_voice.embedded_voices()
 
     async def preload(self) -> None:
+        """Load the default voice now, off the event loop."""
         await asyncio.to_thread(piper_voice.load, piper_voice.resolve_voice(self.default_voice))
 
     def source(self) -> str | None:
+        """The Piper models loaded so far, comma-separated; None before any."""
         return ", ".join(str(path) for path in piper_voice.loaded_paths()) or None
 
 

@@ -68,6 +68,8 @@ def _key(messages: list[dict], max_tokens: int, temperature: float) -> str:
 
 
 class LlamaThinker:
+    """A `ThinkerStage` over a GGUF model in llama-cpp-python, in this process."""
+
     def __init__(self, model: str | None = None, *, context: int = DEFAULT_CONTEXT) -> None:
         self.model_name = model
         self.context = context
@@ -79,6 +81,7 @@ class LlamaThinker:
         """Touched only by the job holding the model (`_queue`)."""
 
     def load(self):
+        """The llama.cpp model, loaded on the llama.cpp thread on first use."""
         with self._load_lock:
             if self._llm is None:
                 try:
@@ -95,7 +98,7 @@ class LlamaThinker:
                         n_ctx=self.context,
                         n_threads=THREADS.thinker,
                         n_threads_batch=THREADS.thinker_prompt,
-                        use_mmap=False,  # measured: ~600 MiB less resident for a 1.5B model
+                        use_mmap=False,  # read into memory, not mapped: a smaller resident set
                         verbose=False,
                     )
                 except (ValueError, RuntimeError) as exc:
@@ -103,12 +106,15 @@ class LlamaThinker:
             return self._llm
 
     async def preload(self) -> None:
+        """Load the model now, off the event loop."""
         await asyncio.to_thread(self.load)
 
     def source(self) -> str | None:
+        """The GGUF file loaded, once loaded."""
         return str(self._source) if self._source else None
 
     async def count_tokens(self, messages: list[dict]) -> int:
+        """How many tokens the messages' text takes (without the chat template), off the event loop."""
         return await asyncio.to_thread(self._count_tokens, messages)
 
     def _count_tokens(self, messages: list[dict]) -> int:
@@ -117,6 +123,7 @@ class LlamaThinker:
         return len(llm.tokenize(text.encode("utf-8", "replace"), add_bos=False))
 
     async def stream(self, messages: list[dict], *, max_tokens: int, temperature: float) -> AsyncGenerator[str, None]:
+        """Answer `messages` token by token once the model is free; closing the stream stops it."""
         loop = asyncio.get_running_loop()
         pieces: asyncio.Queue = asyncio.Queue()  # thread -> loop hand-off; the LLM never waits on it
         stop = threading.Event()

@@ -155,6 +155,8 @@ def _image(part: ImagePart):
 
 
 class VllmOmniEngine(Engine):
+    """An `Engine` over vLLM-Omni's AsyncOmni: a Qwen3-TTS model speaks, an omni model chats."""
+
     name = "vllm-omni"
 
     def __init__(self, model: str, *, stage_overrides: dict[int, dict[str, Any]] | None = None,
@@ -171,6 +173,7 @@ class VllmOmniEngine(Engine):
 
     @property
     def speaks_only(self) -> bool:
+        """Whether the model is a TTS model, which speaks but cannot chat."""
         return "tts" in self.model.lower()
 
     async def _engine(self) -> Any:
@@ -182,15 +185,19 @@ class VllmOmniEngine(Engine):
             return self._omni
 
     async def preload(self) -> None:
+        """Start AsyncOmni now, so no request pays for loading its stages."""
         await self._engine()
 
     async def check(self) -> None:
+        """Fail where vLLM-Omni is not installed or no CUDA GPU is visible."""
         require_vllm_omni()
 
     def loaded(self) -> dict[str, str]:
+        """The model, once AsyncOmni has started."""
         return {"model": f"{self.model} (vLLM-Omni)"} if self._omni is not None else {}
 
     async def aclose(self) -> None:
+        """Shut AsyncOmni down (its stage processes), off the event loop."""
         omni, self._omni = self._omni, None
         if omni is not None:
             await asyncio.to_thread(omni.shutdown)
@@ -203,6 +210,7 @@ class VllmOmniEngine(Engine):
             yield output
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        """Speak `req` with the Qwen3-TTS model, streaming its audio at the speed asked for."""
         if not self.speaks_only:
             raise UnsupportedError(f"{self.model} is not a TTS model; speak with a Qwen3-TTS model, or ask it "
                                    "for a spoken answer with omni chat --modalities text,audio")
@@ -239,6 +247,7 @@ class VllmOmniEngine(Engine):
             return 2048
 
     async def chat(self, req: ChatRequest) -> AsyncIterator[ChatDelta]:
+        """Answer with the omni model: text deltas, and audio where asked for, then one ChatDone."""
         import time
 
         if self.speaks_only:

@@ -70,12 +70,15 @@ class VllmThinker:
         self._ids = itertools.count(1)
 
     def source(self) -> str | None:
+        """The model vLLM loaded, once loaded."""
         return f"{self._source} (vLLM)" if self._source else None
 
     async def preload(self) -> None:
+        """Start the engine now, off the event loop."""
         await asyncio.to_thread(self.load)
 
     def load(self) -> Any:
+        """The AsyncLLM engine, started on first use on an event loop in a thread of its own."""
         with self._load_lock:
             if self._engine is None:
                 require_vllm()
@@ -119,6 +122,7 @@ class VllmThinker:
         return engine, tokenizer
 
     async def aclose(self) -> None:
+        """Stop the engine (see `close`), off the event loop."""
         await asyncio.to_thread(self.close)
 
     def close(self) -> None:
@@ -146,11 +150,13 @@ class VllmThinker:
         return {"prompt_token_ids": self._tokenizer.encode(text, add_special_tokens=False)}
 
     async def count_tokens(self, messages: list[dict]) -> int:
+        """How many tokens the messages' text takes (without the chat template)."""
         await self.preload()
         text = "\n".join(str(m.get("content", "")) for m in messages)
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
     async def stream(self, messages: list[dict], *, max_tokens: int, temperature: float) -> AsyncGenerator[str, None]:
+        """Answer `messages` in text pieces, batched by vLLM with other requests; closing aborts it."""
         engine = await asyncio.to_thread(self.load)
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind

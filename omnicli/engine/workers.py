@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 
 
 class ModelQueue:
+    """Runs one model's blocking jobs in a thread, one at a time, in the order they were asked for."""
+
     def __init__(self, name: str) -> None:
         self.name = name
         self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}

@@ -1,0 +1,1 @@
+"""The wire: request bodies and event names that omni's client and server share, spelt once."""

@@ -16,6 +16,8 @@ CHAT_AUDIO_FORMATS = [f.value for f in AudioFormat] + ["pcm16"]
 
 
 class AudioOptions(BaseModel):
+    """Chat's `audio` field: the voice and format of a spoken answer."""
+
     model_config = ConfigDict(extra="ignore")
 
     voice: str | None = None
@@ -30,6 +32,8 @@ class AudioOptions(BaseModel):
 
 
 class InputAudio(BaseModel):
+    """An audio clip inside a message: base64 data and its format."""
+
     data: str
     format: str = "wav"
 
@@ -44,10 +48,14 @@ class InputAudio(BaseModel):
 
 
 class ImageUrl(BaseModel):
+    """An image inside a message, by URL (a data URI carries the image itself)."""
+
     url: str
 
 
 class ContentPart(BaseModel):
+    """One part of a message's content: text, audio or an image."""
+
     model_config = ConfigDict(extra="ignore")
 
     type: Literal["text", "input_audio", "image_url"]
@@ -57,6 +65,8 @@ class ContentPart(BaseModel):
 
 
 class ChatMessage(BaseModel):
+    """One message of the conversation: who said it and what."""
+
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "developer", "user", "assistant"]
@@ -64,10 +74,14 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
+    """Streaming options; `include_usage` asks for a final chunk with token counts."""
+
     include_usage: bool = False
 
 
 class ChatBody(BaseModel):
+    """The chat completion request: the conversation, the wanted modalities and how to stream."""
+
     model_config = ConfigDict(extra="ignore")
 
     messages: list[ChatMessage] = Field(min_length=1)

@@ -1,7 +1,7 @@
 """vLLM-Omni's duplex Realtime contract (`/v1/realtime?duplex=1`): the wire vocabulary that
 `omni serve`'s duplex lane and `omni talk --duplex` both speak, so neither spells a name twice.
 
-Names follow ../shared/reference/vllm_omni_realtime_duplex_api.md (Tier 1 OpenAI names in their
+Names follow vLLM-Omni's docs/serving/realtime_duplex_api.md (Tier 1 OpenAI names in their
 beta spelling, Tier 2 extensions, Tier 3 vLLM-Omni-only events). A client branches on the
 `capabilities` of `session.created`, never on the model name. Every server event on the wire
 carries `server_event_seq` (strictly increasing per session), the replay cursor of `session.resume`.
@@ -32,6 +32,7 @@ HEARTBEAT_INTERVAL_S = 30.0
 
 
 def duplex_requested(value: str | None) -> bool:
+    """Whether a `?duplex=` query value turns the duplex lane on."""
     return value is not None and value.strip().lower() in DUPLEX_ON
 
 
@@ -121,6 +122,8 @@ class ServerEvent(StrEnum):
 
 
 class ImplementationLevel(StrEnum):
+    """What decides when to listen and when to speak, as `session.created` reports it."""
+
     MODEL_NATIVE = "model_native_duplex"
     """The model itself decides listen/speak (MiniCPM-o with native_duplex, PersonaPlex, Nemotron)."""
     CHAT_FALLBACK = "chat_fallback"
@@ -128,6 +131,8 @@ class ImplementationLevel(StrEnum):
 
 
 class OverlapPolicy(StrEnum):
+    """What user speech over the assistant's answer may do."""
+
     LISTEN_ONLY = "listen_only"
     """User speech over the assistant never interrupts: short remarks are dropped, longer ones deferred."""
     BARGE_IN_ON_SPEECH = "barge_in_on_speech"
@@ -135,12 +140,16 @@ class OverlapPolicy(StrEnum):
 
 
 class OverlapAction(StrEnum):
+    """What was done with one stretch of overlapping speech (`overlap.decision`)."""
+
     DROP = "drop"
     LISTEN = "listen"
     BARGE_IN = "barge_in"
 
 
 class PlaybackCommitPolicy(StrEnum):
+    """How much of an answer enters the conversation's history."""
+
     ACK_ONLY = "ack_only"
     """The stored assistant turn holds only what `playback.ack` says was played."""
     COMMIT_ALL_ON_DONE = "commit_all_on_done"
@@ -148,24 +157,32 @@ class PlaybackCommitPolicy(StrEnum):
 
 
 class ClosedReason(StrEnum):
+    """Why a session ended (`session.closed`)."""
+
     SESSION_CLOSE = "session_close"
     TIMEOUT = "timeout"
     DISCONNECT = "disconnect"
 
 
 class ExpiredReason(StrEnum):
+    """Why a session expired and can no longer be resumed (`session.expired`)."""
+
     DISCONNECT_GRACE = "disconnect_grace_expired"
     IDLE_TTL = "idle_ttl_expired"
     """The lease ran out: no client event (heartbeat or other) for `idle_timeout_s`."""
 
 
 class ResyncReason(StrEnum):
+    """Why a resume cannot replay the missed events (`session.resync_required`)."""
+
     JOURNAL_GAP = "journal_gap"
     """The client asked to replay from before the oldest event still journalled."""
     JOURNAL_OVERFLOW = "journal_overflow"
 
 
 class ErrorCode(StrEnum):
+    """The `code` of a duplex `error` event."""
+
     SESSION_BUSY = "duplex_session_busy"  # --max-duplex-sessions reached (rate_limit_error)
     RESUME_EXPIRED = "session_resume_expired"  # unknown, closed or expired session
     RESUME_INVALID = "session_resume_invalid"  # wrong resume_token or incarnation

@@ -12,6 +12,8 @@ from omnicli.audio.formats import AudioFormat
 
 
 class SpeechBody(BaseModel):
+    """The text-to-speech request: what to say, in which voice and format, streamed or whole."""
+
     model_config = ConfigDict(extra="ignore")
 
     input: str
@@ -45,8 +47,10 @@ class SpeechBody(BaseModel):
 
     @property
     def streaming(self) -> bool:
+        """Whether the audio should stream as it is made rather than come as one file."""
         return self.stream or self.stream_format is not None
 
     @property
     def sse(self) -> bool:
+        """Whether the stream is server-sent events rather than raw audio bytes."""
         return self.streaming and self.stream_format != "audio"

@@ -8,6 +8,7 @@ TRANSCRIPTION_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
 
 
 def verbose_json(text: str, language: str | None, duration: float, segments: list[dict], words: list[dict]) -> dict:
+    """The `verbose_json` answer: the text with its language, duration, segments and words."""
     body = {
         "task": "transcribe", "language": language, "duration": round(duration, 3), "text": text,
         "segments": [{"id": n, "start": s["start"], "end": s["end"], "text": s["text"]} for n, s in enumerate(segments)],

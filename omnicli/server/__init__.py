@@ -1,0 +1,1 @@
+"""`omni serve`: the OpenAI-compatible HTTP and WebSocket server in front of an engine."""

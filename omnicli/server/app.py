@@ -14,15 +14,16 @@ from fastapi import FastAPI
 from omnicli import __version__
 from omnicli.engine.base import Engine
 from omnicli.protocol.duplex import DISCONNECT_GRACE_S
-from omnicli.realtime.duplex_registry import MAX_SESSIONS, DuplexRegistry
-from omnicli.realtime.loop_lag import LoopLag
 from omnicli.server import routes_audio, routes_chat, routes_info, routes_realtime
 from omnicli.server.auth import RequireKey
 from omnicli.server.body_limit import BodyLimit
 from omnicli.server.errors import CrashGuard, install_error_handlers
 from omnicli.server.heap import HeapTrimmer
+from omnicli.server.loop_lag import LoopLag
 from omnicli.server.observability import AccessLog, ServerMetrics
 from omnicli.server.session_slots import SessionSlots, default_limit
+from omnicli.session.duplex.registry import MAX_SESSIONS, DuplexRegistry
+from omnicli.turns.scheduler import AnswerScheduler
 
 MODEL_ID = "omni-embedded"
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
@@ -50,7 +51,9 @@ def create_app(
     app.state.model_id = MODEL_ID
     app.state.realtime_slots = SessionSlots(default_limit() if max_realtime_sessions is None else max_realtime_sessions)
     app.state.heap = HeapTrimmer()
-    app.state.duplex = DuplexRegistry(engine, model_id=MODEL_ID, max_sessions=max_duplex_sessions, grace_s=duplex_grace_s)
+    app.state.scheduler = AnswerScheduler()
+    app.state.duplex = DuplexRegistry(engine, model_id=MODEL_ID, max_sessions=max_duplex_sessions,
+                                      scheduler=app.state.scheduler, grace_s=duplex_grace_s)
     install_error_handlers(app)
     routers = [module.router for module in (routes_info, routes_audio, routes_chat, routes_realtime)]
     for router in routers:

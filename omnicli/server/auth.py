@@ -35,6 +35,8 @@ def key_matches(offered: str | None, api_key: str) -> bool:
 
 
 class RequireKey:
+    """ASGI middleware that refuses, with a 401, every request without the server's key."""
+
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         self.app = app
         self.api_key = api_key

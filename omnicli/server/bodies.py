@@ -24,6 +24,8 @@ def check_text(value: str, field: str, *, allow_nul: bool = True) -> str:
 
 
 class ServedSpeechBody(SpeechBody):
+    """A speech request as this server accepts it: speakable text within OpenAI's length limit."""
+
     @field_validator("input")
     @classmethod
     def _speakable(cls, value: str) -> str:
@@ -36,6 +38,8 @@ class ServedSpeechBody(SpeechBody):
 
 
 class ServedChatBody(ChatBody):
+    """A chat request as this server accepts it: one choice only."""
+
     n: int = 1
     """OpenAI's number of choices; this server answers with one."""
 

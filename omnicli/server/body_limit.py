@@ -9,11 +9,15 @@ from omnicli.server.errors import error_json
 
 
 class BodyTooLarge(HTTPException):
+    """The 413 for a request body over the server's limit."""
+
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"request body too large (the limit is {limit} bytes)")
 
 
 class BodyLimit:
+    """ASGI middleware that refuses HTTP request bodies over `max_bytes`."""
+
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes

@@ -20,6 +20,8 @@ access_log = logging.getLogger("omni.access")
 
 
 class ServerMetrics:
+    """The server's Prometheus metrics, in a registry of its own."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -61,6 +63,7 @@ class ServerMetrics:
             gauge.dec()
 
     def observe_stages(self, stages: dict[str, dict]) -> None:
+        """Record one request's per-stage times to first output, real-time factors and token rate."""
         for stage, figures in stages.items():
             if figures.get("time_to_first_output") is not None:
                 self.first_output.labels(stage).observe(figures["time_to_first_output"])
@@ -70,6 +73,7 @@ class ServerMetrics:
                 self.tokens_per_second.observe(figures["tokens_per_second"])
 
     def render(self) -> bytes:
+        """The metrics in Prometheus' text format, for `/metrics`."""
         return generate_latest(self.registry)
 
 
@@ -91,6 +95,7 @@ class AccessLog:
         self.routes = routes
 
     def route_label(self, scope) -> str:
+        """The route template a request matches, or UNMATCHED, so labels stay few."""
         for route in self.routes:
             if route.matches(scope)[0] is not Match.NONE:
                 return route.path

@@ -101,6 +101,7 @@ async def transcriptions(
     temperature: Annotated[float | None, Form()] = None,
     granularities: Annotated[list[str] | None, Form(alias="timestamp_granularities[]")] = None,
 ) -> Response:
+    """Speech to text: the uploaded file's transcript as JSON, text, verbose JSON or subtitles."""
     if response_format not in TRANSCRIPTION_FORMATS:
         message = f"response_format must be one of {', '.join(TRANSCRIPTION_FORMATS)}, got '{response_format}'"
         return error_json(message, 400, param="response_format")

@@ -11,9 +11,9 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from omnicli.protocol.duplex import DUPLEX_QUERY, duplex_requested, realtime_error
-from omnicli.realtime.conversation import new_id
-from omnicli.realtime.session import RealtimeSession
 from omnicli.server.session_slots import BUSY_CLOSE, BUSY_CODE, SessionSlots
+from omnicli.session.conversation import new_id
+from omnicli.session.turn_based import RealtimeSession
 
 router = APIRouter()
 
@@ -45,7 +45,7 @@ async def _turn_based(ws: WebSocket) -> None:
     async def send(event: dict) -> None:
         await ws.send_text(json.dumps(event))
 
-    session = RealtimeSession(ws.app.state.engine, send, model_id=ws.app.state.model_id)
+    session = RealtimeSession(ws.app.state.engine, send, scheduler=ws.app.state.scheduler, model_id=ws.app.state.model_id)
     ws.app.state.metrics.active.labels("realtime").inc()
     try:
         await session.start()
@@ -67,7 +67,7 @@ async def _turn_based(ws: WebSocket) -> None:
 async def _duplex(ws: WebSocket) -> None:
     """The socket's first event opens or resumes a session; then events flow until the socket
     goes (the session waits for a resume) or the session ends (it closes the socket)."""
-    from omnicli.realtime.duplex_life import Attachment
+    from omnicli.session.duplex.lifeline import Attachment
 
     async def send(event: dict) -> None:
         await ws.send_text(json.dumps(event))

@@ -8,6 +8,7 @@ from fastapi.sse import EventSourceResponse, format_sse_event
 
 
 def event_stream(events: AsyncIterator[dict | str]) -> EventSourceResponse:
+    """A streamed response sending each event as one SSE `data:` frame (dicts as JSON)."""
     async def framed() -> AsyncIterator[bytes]:
         async for event in events:
             yield format_sse_event(data_str=event if isinstance(event, str) else json.dumps(event))

@@ -1,0 +1,414 @@
+"""The `omni talk` loop: voice in, turns committed, the answer played, interruptions honoured.
+
+    source (mic or file) -> [echo gate] -> turns (push-to-talk | client VAD | server VAD)
+        -> input_audio_buffer.append / commit + response.create -> session
+    session -> response.output_audio.delta -> speaker (jitter buffer, device rate)
+
+Barge-in (`interrupt`, the one entry point): when the user speaks over the answer, playback is
+flushed, the response is cancelled, and the answer is truncated to `audio_end_ms` = what the
+speaker actually played. Turn strategies live in `turns`, dialect differences in `dialects`, and
+what the user sees (`TalkState`) is told here what happened, including where the speaker is.
+Nothing is heard and no key acts before the session is ready.
+"""
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import pcm16_to_float, resample
+from omnicli.errors import OmniError, ServerError
+from omnicli.talk import dialects
+from omnicli.talk.echo_gate import EchoGate, next_heard_frame
+from omnicli.talk.latency import RecordingClock
+from omnicli.talk.speakers import Speaker
+from omnicli.talk.state import TalkState
+from omnicli.turns.modes import TurnMode
+from omnicli.turns.talk_modes import ClientVAD, PushToTalk, ServerVAD, Turns
+
+_QUIET_SECONDS = 1.5  # headless: a busy server may still be reporting on audio it was sent
+_GREETING_SECONDS = 1.5
+"""A GA server greets with session.created at once; one that stays silent is vLLM-Omni's legacy
+(<= 0.30) speech-to-text style path, which wants 16 kHz audio and `commit {final}`."""
+_CONFIRM_SECONDS = 5.0
+"""How long the session may take to confirm `session.update` (and `--vad server` to learn
+whether the server took it); a server that never confirms is talked to after that."""
+_PLAYBACK_POLL_SECONDS = 0.05
+"""How often the speaker's progress is read (the state follows what is actually played)."""
+
+
+@dataclass(frozen=True)
+class TalkOptions:
+    """How a turn-based talk converses: how turns end, the echo gate, what the session is asked for."""
+
+    turns: TurnMode = TurnMode.CLIENT
+    echo_gate: bool = True
+    instructions: str | None = None
+    voice: str | None = None
+    model: str | None = None
+    answer_timeout: float | None = None
+    """Seconds a sent turn may wait with nothing from the server (a server's read timeout)."""
+
+    def __post_init__(self) -> None:
+        """`turns` given by its word ("ptt", "smart", ...) is held as the mode itself."""
+        object.__setattr__(self, "turns", TurnMode(self.turns))
+
+
+def _strategy(turns: TurnMode, client) -> Turns:
+    if turns == TurnMode.PUSH_TO_TALK:
+        return PushToTalk(client)
+    if turns.by_server:
+        return ServerVAD(client, semantic=turns.semantic)
+    return ClientVAD(client, semantic=turns.semantic)
+
+
+class TalkClient:
+    """The turn-based talk: microphone to session to speaker, with turns and barge-in."""
+
+    def __init__(self, transport, source, speaker: Speaker, options: TalkOptions, view, log) -> None:
+        self.transport = transport
+        self.source = source
+        self.speaker = speaker
+        self.options = options
+        self.view = view
+        self.log = log
+        self.said: list[np.ndarray] = []
+        """Everything the assistant said (for --output-file)."""
+        self.state = TalkState(options.turns, view)
+        """What the user sees; `state.timings` holds each turn's wait."""
+        view.show(self.state)
+        self.dialect: dialects.GA = dialects.GA()
+        self.strategy: Turns = _strategy(options.turns, self)
+        self.mic_muted = False
+        self.user_speaking = False
+        self.awaiting_answer = False
+        self.responding = False
+        self.answer_item: str | None = None
+        self.muted_item: str | None = None
+        self._answer_mark = 0
+        self._answer_samples = 0
+        self._first_audio_seen = False
+        self._last_event_at = time.monotonic()
+        self.echo = EchoGate(options.echo_gate)
+        self._commit_at: float | None = None
+        self._greeted = asyncio.Event()
+        self._confirmed = asyncio.Event()
+        self._server_detects_turns = False
+        self._started = False
+        self._early_errors: list[str] = []
+        """Errors before the session started: a refusal, if the server then closes."""
+        self.errors: list[str] = []
+        self.asked = 0
+        """Turns sent to the server (committed by us, or ended by its VAD)."""
+        self.recording = RecordingClock(SPEECH_RATE)
+        """Every frame is heard by the turn strategy (and, with server VAD, appended), so the VAD's
+        positions, ours or the server's, count on this clock."""
+        self._toggles: asyncio.Queue[float] = asyncio.Queue()
+
+    async def send(self, event: dict) -> None:
+        """Send an event to the session, writing it to the event log first."""
+        self.log.write("out", event)
+        await self.transport.send(event)
+
+    # ---- setup and main loop -------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Talk until `stop` (or the end of a headless file); a failure of any part ends the
+        conversation and is raised here."""
+        await self.transport.open()
+        receiving = asyncio.create_task(self._receive())
+        tasks: list[asyncio.Task] = [receiving]
+        try:
+            if not await self._until(self._greeted, receiving, _GREETING_SECONDS):
+                self.dialect = dialects.Legacy()
+            o = self.options
+            await self.send(self.dialect.session_update(turn_detection=self.strategy.detection, instructions=o.instructions,
+                                                        voice=o.voice, model=o.model))
+            confirmed = self.dialect.may_detect_turns and await self._until(self._confirmed, receiving, _CONFIRM_SECONDS)
+            if self.strategy.server_vad:
+                self._check_server_vad(confirmed)
+            self._start_session()
+            self.speaker.start()  # after the models loaded: a busy CPU makes the device underrun
+            await self.source.start()
+            tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._keys()),
+                      asyncio.create_task(self._follow_playback())]
+            finished = getattr(self.source, "finished", None)
+            if finished is not None:
+                tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
+            if o.answer_timeout is not None:
+                tasks.append(asyncio.create_task(self._watch_answers(o.answer_timeout)))
+            tasks.append(asyncio.create_task(stop.wait()))
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if (failure := task.exception()) is not None:
+                    raise failure
+        finally:
+            for event in self.dialect.goodbye():
+                try:
+                    await self.send(event)
+                except Exception:  # noqa: BLE001 - the connection may already be gone at the end
+                    pass
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.source.stop()
+            await self.transport.close()
+
+    async def _until(self, flag: asyncio.Event, receiving: asyncio.Task, seconds: float) -> bool:
+        """Wait up to `seconds` for `flag`; a connection that ends meanwhile ends the talk, with
+        the server's own words when it refused the session."""
+        waiting = asyncio.create_task(flag.wait())
+        try:
+            await asyncio.wait([waiting, receiving], timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+        if not receiving.done():
+            return flag.is_set()
+        failure = receiving.exception()
+        if self._early_errors:
+            raise ServerError(f"the server refused the session: {self._early_errors[-1]}") from failure
+        raise failure or ServerError("the server closed the realtime connection before the session started")
+
+    def _check_server_vad(self, confirmed: bool) -> None:
+        """`--vad server|semantic` only where the server took it (`session.updated` says so); elsewhere
+        turns are found here, or no turn would ever end."""
+        semantic = isinstance(self.strategy, ServerVAD) and self.strategy.semantic  # then Smart Turn here
+        instead = "client VAD with Smart Turn" if semantic else "client VAD"
+        if not self.dialect.may_detect_turns:
+            note = f"the server does not detect turns; using {instead}"
+        elif not confirmed:
+            note = f"the server did not confirm turn detection; using {instead}"
+        elif not self._server_detects_turns:
+            note = f"the server does not detect turns; using {instead}"
+        else:
+            return
+        self.strategy = ClientVAD(self, semantic=semantic)
+        self.state.turns = TurnMode.SMART if semantic else TurnMode.CLIENT
+        self.view.note(note)
+
+    def _start_session(self) -> None:
+        """From here on a server's error is part of the conversation, shown as it comes, and
+        the user is heard."""
+        self._started = True
+        self.state.session_ready()
+        for text in self._early_errors:
+            self.view.problem(text)
+        self._early_errors.clear()
+
+    async def _end_after_file(self, finished: asyncio.Event, stop: asyncio.Event) -> None:
+        """Headless: once the file has been spoken and the last answer heard, we are done; a
+        talk that got no answer at all failed."""
+        await finished.wait()
+        while (self.awaiting_answer or self.responding or self.user_speaking or self.speaker.buffered_seconds > 0
+               or not self.source.frames.empty() or time.monotonic() - self._last_event_at < _QUIET_SECONDS):
+            await asyncio.sleep(0.05)
+        if not self.said:
+            raise self._no_answer()
+        await asyncio.sleep(0.3)  # the device plays out its own buffer
+        stop.set()
+
+    def _no_answer(self) -> OmniError:
+        if self.errors:
+            return ServerError(f"the server sent no answer: {self.errors[-1]}")
+        if not self.asked:
+            who = "the server" if self.strategy.server_vad else "omni"
+            return OmniError(f"{who} heard no turn in the input file, so nothing was asked")
+        return ServerError(f"the server sent no answer audio for {self.asked} turn{'s' if self.asked > 1 else ''}")
+
+    async def _watch_answers(self, seconds: float) -> None:
+        """A sent turn that hears nothing back within `seconds` ends the talk (no silent hang)."""
+        while True:
+            await asyncio.sleep(min(0.25, seconds / 4))
+            heard_at = max(self._commit_at or 0.0, self._last_event_at)
+            if self.awaiting_answer and time.monotonic() - heard_at > seconds:
+                raise ServerError(f"the server sent nothing for {seconds:g} s after the turn was sent")
+
+    # ---- the user's side -----------------------------------------------------------------
+
+    def toggle_push_to_talk(self) -> None:
+        """The talk key was pressed (push-to-talk); carried out in order by the conversation's
+        own task. Keys pressed before the session is ready do nothing."""
+        if not self.state.ready or not isinstance(self.strategy, PushToTalk):
+            return
+        if self.mic_muted and not self.strategy.on:
+            self.state.tell("the mic is muted: press m to unmute")
+            return
+        self._toggles.put_nowait(time.monotonic())
+
+    def toggle_mute(self) -> None:
+        """m: the microphone is heard as silence until pressed again."""
+        if self.state.ready:
+            self.mic_muted = not self.mic_muted
+            self.state.set_muted(self.mic_muted)
+
+    async def _keys(self) -> None:
+        while True:
+            pressed_at = await self._toggles.get()
+            if isinstance(self.strategy, PushToTalk):
+                await self.strategy.toggle(pressed_at)
+
+    async def _listen(self) -> None:
+        while True:
+            frame = await next_heard_frame(self)
+            self.recording.heard(len(frame))
+            await self.strategy.hear(frame)
+
+    async def append(self, frame: np.ndarray) -> None:
+        """Append a microphone frame to the server's input buffer, in the session's dialect."""
+        await self.send(self.dialect.append(frame))
+
+    def recorded_at(self, heard_ms: float) -> float:
+        """When the microphone recorded the audio `heard_ms` into all it has heard."""
+        return self.recording.recorded_at(heard_ms)
+
+    def begin_turn(self) -> None:
+        """The user's turn began: a key, or speech heard."""
+        self.user_speaking = True
+        self.state.turn_started()
+
+    def skip_turn(self) -> None:
+        """A push-to-talk turn with no speech in it: dropped, nothing asked."""
+        self.user_speaking = False
+        self.state.turn_skipped()
+
+    async def ask(self, speech_end_at: float, *, by_key: bool = False) -> None:
+        """The user's turn is over: commit it and ask for the answer. `speech_end_at`: the key
+        press that sent it (`by_key`) or the end of speech, where the user's wait begins."""
+        self.user_speaking = False
+        for event in self.dialect.ask():
+            await self.send(event)
+        self.responding = self.responding or self.dialect.commit_starts_answer
+        self._commit_at = time.monotonic()
+        self.awaiting_answer = True
+        self.asked += 1
+        self.state.asked(speech_end_at, by_key)
+
+    def _played(self) -> int:
+        """Samples (24 kHz) of the current answer the listener has heard."""
+        played = (self.speaker.played_frames - self._answer_mark) * SPEECH_RATE / self.speaker.device_rate
+        return int(min(max(played, 0), self._answer_samples))
+
+    async def interrupt(self) -> None:
+        """The user speaks over the answer: stop it where the listener stopped hearing it."""
+        audible = self.speaker.buffered_seconds > 0
+        if not (audible or self.responding) or (self.answer_item is None and self.dialect.interruptible):
+            return
+        had_audio, item = self._answer_samples > 0, self.answer_item  # as they were: the cancel's answer may change them
+        played = self._played() if had_audio else 0
+        self.speaker.flush()
+        self.state.cut_off(played)
+        self.muted_item = item
+        if not self.dialect.interruptible:
+            return  # no cancel or truncate on that path: flushing the speaker is all there is
+        if self.responding and not self.strategy.server_vad:  # server VAD cancels by itself
+            await self.send({"type": "response.cancel"})
+        if had_audio:  # an answer with no audio yet has nothing to truncate
+            await self.send({"type": "conversation.item.truncate", "item_id": item,
+                             "content_index": 0, "audio_end_ms": played * 1000 // SPEECH_RATE})
+
+    # ---- the server's side ---------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        async for event in self.transport.events():
+            self._last_event_at = time.monotonic()
+            self.log.write("in", event)
+            heard = dialects.read(event)
+            match heard.kind:
+                case "audio":
+                    self._play(heard)
+                case "answer_text" if heard.item_id is None or heard.item_id != self.muted_item:
+                    self.state.answer_text(heard.text)
+                case "user_text":
+                    self.state.user_text(heard.text)
+                case "response_started":
+                    self.responding = True
+                case "answer_item":
+                    self.answer_item = heard.item_id
+                    self._first_audio_seen = False
+                    self._answer_samples = 0
+                    self.state.answer_started()
+                case "response_done":
+                    self._answer_finished(heard.status, cut_off=self.muted_item is not None and _answer_id(event) == self.muted_item)
+                case "audio_done" if not self.dialect.interruptible:  # the legacy path has no response.done
+                    self._answer_finished("completed", cut_off=False)
+                case "session" | "session_updated":
+                    self._greeted.set()
+                    self._server_detects_turns = heard.detects_turns
+                    if heard.kind == "session_updated":
+                        self._confirmed.set()
+                case "speech_started":
+                    self.begin_turn()
+                    await self.interrupt()
+                case "speech_stopped":
+                    self.user_speaking = False
+                    self._commit_at = heard_at = time.monotonic()
+                    self.awaiting_answer = True
+                    self.asked += 1
+                    self.state.asked(self._speech_end_at(heard.audio_end_ms, heard_at), by_key=False)
+                case "error":
+                    self.errors.append(heard.text)
+                    if not self._started:
+                        self._early_errors.append(heard.text)
+                        self._confirmed.set()  # the update's answer, when one was sent
+                    elif _no_audio(heard.text):
+                        self.state.server_got_no_audio()
+                    else:
+                        self.view.problem(heard.text)
+                    if _no_audio(heard.text):
+                        self.awaiting_answer = False
+
+    def _speech_end_at(self, audio_end_ms: int | None, heard_at: float) -> float:
+        """When the speech the server heard ended: its position in the audio appended (all that was
+        heard); without one, the default silence of server VAD before the server said so."""
+        if audio_end_ms is None:
+            return heard_at - ServerVAD.silence_ms / 1000
+        return self.recording.recorded_at(audio_end_ms)
+
+    def _answer_finished(self, status: str | None, *, cut_off: bool) -> None:
+        """The server is done with an answer; one the user cut off was closed when they did."""
+        self.responding = False
+        self._first_audio_seen = False
+        if not cut_off:
+            self.awaiting_answer = False
+            self.state.answer_done(status, self.speaker.buffered_seconds)
+
+    def _check_playback(self) -> None:
+        """Tell the state where the speaker is: an answer is heard from its first played sample
+        and is over when it has played out."""
+        if self.state.answer is not None:
+            self.state.playback(self._played(), self.speaker.buffered_seconds)
+
+    async def _follow_playback(self) -> None:
+        while True:
+            await asyncio.sleep(_PLAYBACK_POLL_SECONDS)
+            self._check_playback()
+
+    def _play(self, heard: dialects.Heard) -> None:
+        if heard.item_id is not None and heard.item_id == self.muted_item:
+            return  # the rest of an interrupted answer
+        samples = pcm16_to_float(heard.pcm)
+        if heard.rate != SPEECH_RATE:
+            samples = resample(samples, heard.rate, SPEECH_RATE)
+        if not self._first_audio_seen:
+            self._first_audio_seen = True
+            self._answer_mark = self.speaker.played_frames + int(self.speaker.buffered_seconds * self.speaker.device_rate)
+            self._answer_samples = 0
+        self._answer_samples += len(samples)
+        self.echo.played(samples)
+        self.said.append(samples)
+        self.state.answer_audio(len(samples))
+        self.speaker.write(samples)
+        self._check_playback()
+
+
+def _answer_id(event: dict) -> str | None:
+    """The item a `response.done` finished (its first output), if it names one."""
+    output = (event.get("response") or {}).get("output") or [{}]
+    return output[0].get("id") if isinstance(output[0], dict) else None
+
+
+def _no_audio(error: str) -> bool:
+    """A server's way of saying a commit held no audio (omni's, OpenAI's)."""
+    return "buffer is empty" in error or "buffer too small" in error

@@ -1,0 +1,625 @@
+"""`omni talk --duplex`: a full-duplex conversation over vLLM-Omni's duplex contract.
+
+    source (mic or file) -> [echo gate] -> input_audio_buffer.append, always (the model listens all along)
+        client VAD: a pause -> input_audio_buffer.commit {create_response: false} (the model decides;
+        true where the model answers only when asked)
+    link -> response.speak / response.listen / overlap.decision -> the view and the event log
+         -> response.audio.delta -> speaker; playback.ack {played_ms} while it plays and at every cut
+
+What was heard is measured where it is heard: `played_ms` of a response counts the samples the
+speaker has actually played of it, so the history the server keeps (`ack_only`) is what the
+listener heard. Speech over the answer is the server's to judge where its capabilities say
+`supports_barge_in` (it cancels; we flush and acknowledge); elsewhere the client judges it as the
+server's overlap policy would: a remark shorter than a backchannel ("uh-huh": the session's
+`overlap_short_ack_ms`) is dropped (`input_audio_buffer.clear`) and the answer plays on; speech
+that goes on past it is a barge-in the client forces: flush, `response.cancel` (while the server is
+still making the answer), `input_audio_buffer.clear`, then the user's speech again from its start.
+Everything branches on the session's capabilities, never on a model name.
+"""
+
+import asyncio
+import base64
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import pcm16_to_float, resample
+from omnicli.errors import OmniError, ServerError
+from omnicli.protocol import duplex
+from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, ServerEvent, error_code_and_message
+from omnicli.session.duplex.overlap import SHORT_ACK_MS
+from omnicli.talk.duplex.link import DuplexLink, SessionRefused
+from omnicli.talk.duplex.presets import PRESETS, InputEncoder, Preset, session_config
+from omnicli.talk.echo_gate import EchoGate, next_heard_frame
+from omnicli.talk.latency import RecordingClock
+from omnicli.talk.sources import FRAME_MS
+from omnicli.talk.state import TalkState
+from omnicli.turns.modes import TurnMode
+
+if TYPE_CHECKING:
+    from omnicli.turns.vad import TurnDetector
+
+log = logging.getLogger("omni")
+
+ACK_SECONDS = 0.25
+"""How often `playback.ack` reports progress while an answer plays."""
+_POLL_SECONDS = 0.05
+_QUIET_SECONDS = 1.5
+"""Headless: the talk is over once the file is spoken, the answers played, and the server quiet this long."""
+_PREROLL_MS = 300
+"""Client-forced barge-in clears the input buffer; this much audio from before the speech was
+detected is sent again after the clear, so the user's first syllable is not lost."""
+_SILENCE_MS = 500
+_MAX_APPEND_MS = 200
+NO_TOOLS = "omni talk runs no tools, so this call was not run"
+_REPLAY_SETTLE_S = 0.5
+"""After a resume, how long the replay has to confirm a commit sent as the socket dropped."""
+_ECHOES = {ServerEvent.HEARTBEAT_ACK, ServerEvent.PLAYBACK_ACKNOWLEDGED}
+"""Replies to the client's own bookkeeping: they do not keep a headless talk from ending."""
+
+
+@dataclass(frozen=True)
+class DuplexOptions:
+    """How a duplex talk converses: the preset, how turns end, what the session is asked for."""
+
+    preset: Preset
+    ref_audio: str | None = None
+    """The voice clip as a data URL (presets that need one)."""
+    turns: TurnMode = TurnMode.CLIENT
+    """CLIENT (Silero: a pause commits), SMART (Silero + Smart Turn) or SERVER (never commit:
+    the server and the model decide alone)."""
+    echo_gate: bool = True
+    instructions: str | None = None
+    voice: str | None = None
+    model: str | None = None
+    frame: str | None = None
+    """`--image`: a picture (base64 JPEG/PNG) the model sees as a still camera: it rides the append
+    that closes each of the model's input units (`chunk_period_ms`, else a second) as `video_frames`.
+    Only a model that reads video (MiniCPM-o 4.5) looks at it; the others ignore it."""
+
+    def __post_init__(self) -> None:
+        """`turns` given by its word ("ptt", "smart", ...) is held as the mode itself."""
+        object.__setattr__(self, "turns", TurnMode(self.turns))
+
+
+def append_ms(chunk_period_ms: int | None) -> int:
+    """How much microphone audio one append carries: the model's unit where it is short
+    (PersonaPlex's 80 ms), else 200 ms (five to MiniCPM-o's 1 s unit), in whole mic frames; never
+    more held back than that."""
+    period = chunk_period_ms or _MAX_APPEND_MS
+    return max(FRAME_MS, min(period, _MAX_APPEND_MS) // FRAME_MS * FRAME_MS)
+
+
+def duplex_options(preset_name: str | None, ref_audio: str | None, *, vad: str | None,
+                   echo_gate: bool = True, instructions: str | None = None, voice: str | None = None,
+                   model: str | None = None, image: str | None = None) -> DuplexOptions:
+    """`omni talk --duplex`'s command line, checked before anything is opened (usage errors)."""
+    from omnicli.talk.duplex.presets import camera_frame, preset, ref_audio_data_url
+
+    chosen = preset(preset_name, ref_audio)
+    mode = TurnMode.chosen(vad) or TurnMode.CLIENT
+    turns = TurnMode.SERVER if mode.by_server else mode  # the lane's own turn ends are semantic
+    return DuplexOptions(chosen, ref_audio_data_url(ref_audio) if ref_audio else None, turns=turns,
+                         echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
+                         frame=camera_frame(image) if image else None)
+
+
+def duplex_link(connection, model: str | None, log) -> DuplexLink:
+    """The link to the first server of `connection`, writing every event to `log` (--transcript)."""
+    return DuplexLink(connection.servers[0], connection.api_key, model, log=log.write)
+
+
+async def duplex_if_offered(transport, options, connection, model: str | None, log, *, say) -> tuple[Any, Any]:
+    """(options, transport) for a talk begun without --duplex: the turn-based ones, unless the
+    server's greeting offers duplex; then duplex ones, the model-neutral preset, and a note."""
+    from omnicli.talk.duplex.probe import greeting
+
+    duplex, greeted = await greeting(transport, options.model)
+    if not duplex:
+        return options, greeted
+    say("omni talk: the server offers full duplex (its session.created has duplex capabilities): talking duplex")
+    turns = {TurnMode.PUSH_TO_TALK: TurnMode.CLIENT, TurnMode.SEMANTIC: TurnMode.SERVER}.get(options.turns, options.turns)
+    chosen = DuplexOptions(PRESETS["default"], turns=turns,
+                           echo_gate=options.echo_gate, instructions=options.instructions, voice=options.voice,
+                           model=options.model)
+    return chosen, duplex_link(connection, model, log)
+
+
+@dataclass
+class Playing:
+    """One response's audio on the speaker: where it starts and how much of it came."""
+
+    response_id: str
+    item_id: str | None
+    mark: int
+    """The speaker's frame count where this response's first sample will play."""
+    samples: int = 0
+    """Samples received (24 kHz)."""
+    acked_ms: int = -1
+    done: bool = False
+
+
+@dataclass
+class SentCommit:
+    """A commit the server has not confirmed yet (`input_audio_buffer.committed`, or an answer)."""
+
+    event: dict
+    resumes: int
+    """The link's resumes when it was sent: a later one may have lost it."""
+    resumed_at: float | None = None
+
+
+def _response_id(event: dict) -> str | None:
+    found = event.get("response_id") or (event.get("response") or {}).get("id")
+    return found if isinstance(found, str) else None
+
+
+class DuplexTalkClient:
+    """The full-duplex talk: the microphone streams to the session all along, answers play as they come."""
+
+    def __init__(self, link: DuplexLink, source, speaker, options: DuplexOptions, view) -> None:
+        self.link = link
+        self.source = source
+        self.speaker = speaker
+        self.options = options
+        self.view = view
+        self.state = TalkState(TurnMode.CLIENT if options.turns == TurnMode.SMART else options.turns, view)
+        view.show(self.state)
+        self.encoder = InputEncoder(options.preset)
+        self.said: list[np.ndarray] = []
+        """Everything the assistant said (for --output-file), at 24 kHz."""
+        self.errors: list[str] = []
+        self.asked = 0
+        self.auto_response = True
+        """The session answers a commit by itself (the model decides); else each commit asks."""
+        self.answer_text = 0
+        """Answer text received (an answer without audio is an answer too)."""
+        self.unconfirmed: SentCommit | None = None
+        self.interruptions = 0
+        self.forced = 0
+        """Barge-ins the client forced (the server has none)."""
+        self.backchannels = 0
+        """Remarks over an answer the client dropped (the server has no barge-in to judge them)."""
+        self.on_speaker: list[Playing] = []
+        """Responses whose audio the speaker holds or plays, oldest first."""
+        self.active: str | None = None
+        """The response the server is making (created, not yet done)."""
+        self.cut: set[str] = set()
+        """Responses the user talked over: the rest of their audio and text is dropped."""
+        self._tool_names: dict[str, str] = {}
+        """The name of each tool call announced (by call_id), until its arguments are done."""
+        self.user_speaking = False
+        self.mic_muted = False
+        self._detector: TurnDetector | None = None
+        self._recording = RecordingClock(SPEECH_RATE)
+        self._unsent: list[np.ndarray] = []
+        """Microphone frames not yet appended (appends are `_append_ms` long)."""
+        self._append_ms = _MAX_APPEND_MS
+        self._sent_ms = 0.0
+        """Microphone audio appended so far: where the model's input units close."""
+        self._preroll: deque[np.ndarray] = deque(maxlen=max(1, _PREROLL_MS // FRAME_MS) + 1)
+        """The latest frames sent: the speech's onset when Silero says it started."""
+        self._overlap_from: int | None = None
+        """Where speech over an answer the server will not cut began (ms of audio heard), while
+        it may still be a backchannel."""
+        self._overlap_audio: list[np.ndarray] = []
+        """That speech from its onset: sent again after the clear, should it become a barge-in."""
+        self.echo = EchoGate(options.echo_gate)
+        self._last_event_at = time.monotonic()
+        self._last_ack_at = 0.0
+
+    @property
+    def capabilities(self):
+        """What the server said its duplex session supports."""
+        return self.link.capabilities
+
+    @property
+    def playing(self) -> Playing | None:
+        """The newest response on the speaker."""
+        return self.on_speaker[-1] if self.on_speaker else None
+
+    def toggle_mute(self) -> None:
+        """m: the microphone is heard as silence until pressed again (the stream goes on)."""
+        if self.state.ready:
+            self.mic_muted = not self.mic_muted
+            self.state.set_muted(self.mic_muted)
+
+    def toggle_push_to_talk(self) -> None:
+        """Space does nothing in duplex: the model listens all along."""
+
+    # ---- setup and main loop -------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Talk until `stop` (or the end of a headless file); then `session.close` -> `session.closed`."""
+        try:
+            await self._open()
+        except BaseException:
+            await self.link.close()
+            raise
+        log.debug("duplex session %s: capabilities %s", self.link.session_id, self.capabilities.model_dump())
+        self._append_ms = append_ms(self.capabilities.chunk_period_ms)
+        self._detector = await asyncio.to_thread(self._make_detector)
+        receiving = asyncio.create_task(self._receive())
+        tasks: list[asyncio.Task] = []
+        try:
+            self.state.session_ready()
+            self.speaker.start()
+            await self.source.start()
+            tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._follow_playback()),
+                      asyncio.create_task(self._confirm_commits()), asyncio.create_task(stop.wait())]
+            finished = getattr(self.source, "finished", None)
+            if finished is not None:
+                tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
+            done, _ = await asyncio.wait([receiving, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if (failure := task.exception()) is not None:
+                    raise failure
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.source.stop()
+            if not receiving.done():
+                for playing in self.on_speaker:
+                    await self._ack(playing, quietly=True)
+            await self.link.close()  # the receiver reads on until session.closed
+            receiving.cancel()
+            await asyncio.gather(receiving, return_exceptions=True)
+
+    async def _open(self) -> None:
+        """The session, answering by itself (`auto_response`) where the model allows it. A model
+        that answers only when asked (vLLM-Omni's turn-based Qwen3-Omni duplex) refuses that knob:
+        then the same session without it, and each turn end asks for its answer."""
+        o = self.options
+        session = session_config(o.preset, model=o.model, ref_audio=o.ref_audio, instructions=o.instructions,
+                                 voice=o.voice)
+        try:
+            await self.link.open(session)
+        except SessionRefused as refused:
+            if refused.code != ErrorCode.RUNTIME_CONFIG_INVALID or not session["extra_body"].pop("auto_response", False):
+                raise
+            log.debug("duplex: %s; asking again without auto_response", refused)
+            await self.link.open(session)
+            self.auto_response = False
+            if o.turns == TurnMode.SERVER:  # nobody would end a turn: omni's VAD does
+                self.options, self.state.turns = replace(o, turns=TurnMode.CLIENT), TurnMode.CLIENT
+                self.view.note("this server answers only when asked, so omni's VAD ends the turns")
+
+    def _make_detector(self) -> "TurnDetector":
+        from omnicli.turns.vad import TurnDetector
+
+        return TurnDetector(SPEECH_RATE, silence_ms=_SILENCE_MS, semantic=self.options.turns == TurnMode.SMART)
+
+    async def _end_after_file(self, finished: asyncio.Event, stop: asyncio.Event) -> None:
+        """Headless: once the file has been spoken and the last answer heard, we are done."""
+        await finished.wait()
+        while (self.active is not None or self.user_speaking or self.speaker.buffered_seconds > 0
+               or not self.source.frames.empty() or time.monotonic() - self._last_event_at < _QUIET_SECONDS):
+            await asyncio.sleep(_POLL_SECONDS)
+        if not self.said and not self.answer_text:
+            raise self._no_answer()
+        stop.set()
+
+    def _no_answer(self) -> OmniError:
+        if self.errors:
+            return ServerError(f"the server sent no answer: {self.errors[-1]}")
+        if not self.asked and self.options.turns != TurnMode.SERVER:
+            return OmniError("omni heard no turn in the input file, so nothing was asked")
+        return ServerError("the duplex server sent no answer audio")
+
+    # ---- the user's side -----------------------------------------------------------------
+
+    async def send(self, event: dict) -> None:
+        """Send an event over the link (which waits while it resumes)."""
+        await self.link.send(event)
+
+    async def _listen(self) -> None:
+        """Every frame goes to the server (the model listens all along); Silero finds the pauses
+        that end a turn and the speech that talks over an answer."""
+        while True:
+            frame = await next_heard_frame(self)
+            self._recording.heard(len(frame))
+            self._unsent.append(frame)
+            if sum(len(f) for f in self._unsent) * 1000 >= self._append_ms * SPEECH_RATE:
+                await self._flush_input()
+            self._preroll.append(frame)
+            if self._overlap_from is not None:
+                self._overlap_audio.append(frame)
+            assert self._detector is not None
+            for turn in await asyncio.to_thread(self._detector.feed, frame):
+                if turn.kind == "started":
+                    await self._speech_started()
+                else:
+                    await self._speech_stopped(self._recording.recorded_at(turn.ms))  # the wait began there
+            if self._overlap_from is not None:
+                await self._weigh_overlap()
+
+    async def _flush_input(self) -> None:
+        if self._unsent:
+            frames, self._unsent = self._unsent, []
+            await self._append(np.concatenate(frames))
+
+    async def _append(self, frame: np.ndarray) -> None:
+        data = self.encoder.encode(frame)
+        if data:
+            event: dict[str, Any] = {"type": ClientEvent.INPUT_APPEND.value, "audio": base64.b64encode(data).decode(),
+                                     "format": self.encoder.format, "sample_rate_hz": self.encoder.rate,
+                                     "duration_ms": round(self.encoder.duration_ms(data))}
+            before, self._sent_ms = self._sent_ms, self._sent_ms + self.encoder.duration_ms(data)
+            unit = self.capabilities.chunk_period_ms or 1000
+            if self.options.frame is not None and self._sent_ms // unit > before // unit:
+                event["video_frames"] = [self.options.frame]
+            await self.send(event)
+
+    async def _speech_started(self) -> None:
+        self.user_speaking = True
+        self.unconfirmed = None  # a new turn: its commit carries what a lost one had
+        self.state.turn_started()
+        if not self._answer_in_progress():
+            return
+        if self.capabilities.supports_barge_in:
+            return  # the server's overlap policy judges it: a remark is dropped, sustained speech barges in
+        assert self._detector is not None
+        self._overlap_from = self._detector.heard_ms - self._detector.min_speech_ms
+        self._overlap_audio = list(self._preroll)
+
+    def _backchannel_ms(self) -> int:
+        """The longest remark over an answer that is not the user taking the turn."""
+        ms = self.link.session.get("overlap_short_ack_ms")
+        return ms if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0 else SHORT_ACK_MS
+
+    async def _weigh_overlap(self) -> None:
+        """Speech over an answer the server will not cut: a barge-in once it lasts longer than a
+        backchannel; the next turn if the answer ended first."""
+        assert self._detector is not None and self._overlap_from is not None
+        if not self._answer_in_progress():
+            self._overlap_from, self._overlap_audio = None, []
+        elif self._detector.heard_ms - self._detector.trailing_silence_ms - self._overlap_from >= self._backchannel_ms():
+            audio, self._overlap_from, self._overlap_audio = self._overlap_audio, None, []
+            self.state.overlap_decision(OverlapAction.BARGE_IN.value)
+            await self._force_barge_in(audio)
+
+    async def _speech_stopped(self, speech_end_at: float) -> None:
+        """A pause: the turn may be over. The model decides (`create_response: false`). A remark
+        over the answer that ended before it grew longer than a backchannel is dropped instead."""
+        self.user_speaking = False
+        if self._overlap_from is not None:
+            self._overlap_from, self._overlap_audio = None, []
+            await self._drop_backchannel()
+            return
+        if self.options.turns == TurnMode.SERVER:
+            return
+        await self._flush_input()
+        # Both spellings: the document's `response_create`, and `create_response` as the brief for
+        # omni serve's lane and DuplexClient's keyword name it.
+        ask = not self.auto_response
+        commit = {"type": ClientEvent.INPUT_COMMIT.value, "final": True, "response_create": ask, "create_response": ask}
+        self.unconfirmed = SentCommit(commit, self.link.resumes)  # before: its confirmation may come while it is sent
+        await self.send(commit)
+        self.asked += 1
+        self.state.asked(speech_end_at, by_key=False)
+
+    async def _confirm_commits(self) -> None:
+        """A commit written as the socket dropped may never have reached the server: once a resume's
+        replay has had time to confirm it and has not, it is sent again (once)."""
+        while True:
+            await asyncio.sleep(_POLL_SECONDS)
+            commit = self.unconfirmed
+            if commit is None or self.link.resumes == commit.resumes:
+                continue
+            if commit.resumed_at is None:
+                commit.resumed_at = time.monotonic()
+            elif time.monotonic() - commit.resumed_at >= _REPLAY_SETTLE_S:
+                self.unconfirmed = None
+                log.debug("duplex: the commit sent as the connection dropped was not confirmed: sending it again")
+                await self.send(commit.event)
+
+    def _answer_in_progress(self) -> bool:
+        audible = self.speaker.buffered_seconds > 0 and self.playing is not None and self.playing.response_id not in self.cut
+        return audible or (self.active is not None and self.active not in self.cut)
+
+    async def _drop_backchannel(self) -> None:
+        """"uh-huh" over the answer: the answer plays on, and the remark is not a turn (cleared
+        from the input, as the server's own policy drops it)."""
+        self.backchannels += 1
+        self.state.remark_dropped()
+        await self._flush_input()
+        await self.send({"type": ClientEvent.INPUT_CLEAR.value})
+
+    async def _force_barge_in(self, speech: list[np.ndarray]) -> None:
+        """No barge-in on the server: stop the answer here, cancel it there unless the server has
+        finished it (only its playing was left), and send the user's `speech` again from its
+        onset (the clear dropped it with the rest of the buffer)."""
+        target = self.active if self.active is not None and self.active not in self.cut else None
+        if self.playing is not None and self.playing.response_id not in self.cut:
+            await self._cut_off()
+        elif target is not None:
+            self.state.cut_off(0)
+        if target is not None:
+            self.cut.add(target)
+            await self.send({"type": ClientEvent.RESPONSE_CANCEL.value, "response_id": target})
+        self.forced += 1
+        self._unsent = []  # `speech` holds them
+        await self.send({"type": ClientEvent.INPUT_CLEAR.value})
+        await self._append(np.concatenate(speech))
+
+    async def _cut_off(self) -> None:
+        """The user talked over the answer: what was not heard is dropped from the speaker, and
+        the server told how much of each answer on it was heard (`truncate` where it can shorten
+        the stored answer)."""
+        cut = [(playing, self._played_samples(playing)) for playing in self.on_speaker]
+        self.speaker.flush()
+        self.on_speaker = []
+        if not cut:
+            return
+        self.interruptions += 1
+        self.state.cut_off(cut[-1][1])
+        for playing, _ in cut:
+            self.cut.add(playing.response_id)
+            await self._ack(playing, cut=True)
+
+    # ---- playback ---------------------------------------------------------------------------
+
+    def _played_samples(self, playing: Playing) -> int:
+        """Samples (24 kHz) of `playing` the listener has heard: what the speaker played past its mark."""
+        played = (self.speaker.played_frames - playing.mark) * SPEECH_RATE / self.speaker.device_rate
+        return int(min(max(played, 0), playing.samples))
+
+    def played_ms(self, playing: Playing) -> int:
+        """Milliseconds of `playing` the listener has heard, as `playback.ack` reports them."""
+        return self._played_samples(playing) * 1000 // SPEECH_RATE
+
+    async def _ack(self, playing: Playing, *, cut: bool = False, quietly: bool = False) -> None:
+        """`playback.ack` with the cumulative `played_ms` (when it moved, and always at a cut)."""
+        played = self.played_ms(playing)
+        if played == playing.acked_ms and not cut:
+            return
+        playing.acked_ms = played
+        self._last_ack_at = time.monotonic()
+        event: dict = {"type": ClientEvent.PLAYBACK_ACK.value, "response_id": playing.response_id,
+                       "played_ms": played, "committed_ms": played}
+        if playing.item_id:
+            event["item_id"] = playing.item_id
+        if cut and self.capabilities.supports_audio_truncate:
+            event["truncate"] = True
+        try:
+            await self.send(event)
+        except OmniError:
+            if not quietly:
+                raise
+
+    async def _follow_playback(self) -> None:
+        """The view follows the speaker; the server hears of each answer's progress every
+        ACK_SECONDS, and when it has played out."""
+        while True:
+            await asyncio.sleep(_POLL_SECONDS)
+            if (newest := self.playing) is not None:
+                self.state.playback(self._played_samples(newest), self.speaker.buffered_seconds)
+            due = time.monotonic() - self._last_ack_at >= ACK_SECONDS
+            for playing in list(self.on_speaker):
+                finished = playing.done and self._played_samples(playing) >= playing.samples
+                if finished or due:
+                    await self._ack(playing)
+                if finished and playing in self.on_speaker:
+                    self.on_speaker.remove(playing)
+
+    def _play(self, event: dict, response_id: str | None) -> None:
+        if response_id is None or response_id in self.cut:
+            return  # the rest of an answer the user talked over
+        data = base64.b64decode(event.get("delta") or event.get("audio") or "")
+        samples = pcm16_to_float(data)
+        rate = int(event.get("sample_rate_hz") or self.options.preset.output_rate)
+        if rate != SPEECH_RATE:
+            samples = resample(samples, rate, SPEECH_RATE)
+        playing = self.playing
+        if playing is None or playing.response_id != response_id:
+            mark = self.speaker.played_frames + round(self.speaker.buffered_seconds * self.speaker.device_rate)
+            playing = Playing(response_id, event.get("item_id"), mark)
+            self.on_speaker.append(playing)
+        playing.samples += len(samples)
+        self.echo.played(samples)
+        self.said.append(samples)
+        self.state.answer_audio(len(samples))
+        self.speaker.write(samples)
+
+    # ---- the server's side ---------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        async for event in self.link.events():
+            if event.get("type") not in _ECHOES:
+                self._last_event_at = time.monotonic()
+            await self._on(event)
+            if event.get("type") == ServerEvent.SESSION_CLOSED and not self.link.closing:
+                reason = event.get("reason")
+                raise ServerError("the server closed the duplex session" + (f" ({reason})" if reason else ""))
+
+    async def _on(self, event: dict) -> None:  # noqa: C901 - one branch per event the talk reacts to
+        kind = event.get("type")
+        rid = _response_id(event)
+        if kind in (ServerEvent.INPUT_COMMITTED, ServerEvent.RESPONSE_CREATED):
+            self.unconfirmed = None
+        match kind:
+            case ServerEvent.RESPONSE_CREATED:
+                self.active = rid
+                self.state.answer_started()
+            case ServerEvent.RESPONSE_SPEAK:
+                log.debug("duplex: the model speaks (%s)", rid)
+                self.state.model_decision("speak")
+            case ServerEvent.RESPONSE_LISTEN:
+                log.debug("duplex: the model listens (%s)", (event.get("response") or {}).get("metadata", {}).get("reason"))
+                self.state.model_decision("listen")
+            case ServerEvent.OVERLAP_DECISION:
+                action = str(event.get("action"))
+                log.debug("duplex: overlap %s (%s, %s ms)", action, event.get("reason"), event.get("overlap_ms"))
+                self.state.overlap_decision(action)
+                if action == OverlapAction.BARGE_IN:
+                    await self._server_barge_in()
+            case ServerEvent.OUTPUT_AUDIO_CLEARED:
+                await self._server_barge_in()
+            case ServerEvent.AUDIO_DELTA | duplex.BETA_AUDIO_DELTA:
+                self._play(event, rid)
+            case ServerEvent.AUDIO_TRANSCRIPT_DELTA | ServerEvent.TEXT_DELTA | duplex.BETA_AUDIO_TRANSCRIPT_DELTA:
+                if rid not in self.cut:
+                    self.answer_text += len(event.get("delta") or "")
+                    self.state.answer_text(event.get("delta") or "")
+            case ServerEvent.INPUT_TRANSCRIPTION:
+                self.state.user_text(event.get("transcript") or "")
+            case ServerEvent.RESPONSE_DONE:
+                await self._response_done(rid, (event.get("response") or {}).get("status"))
+            case ServerEvent.OUTPUT_ITEM_ADDED:
+                item = event.get("item") or {}
+                if item.get("type") == "function_call":
+                    self._tool_names[str(item.get("call_id") or item.get("id"))] = str(item.get("name") or "")
+            case ServerEvent.FUNCTION_CALL_ARGUMENTS_DONE:
+                await self._tool_called(event)
+            case ServerEvent.FUNCTION_CALL_MALFORMED:
+                raw = event.get("event") or {}
+                self.view.problem(f"the model made a malformed tool call ({raw.get('name') or 'no name'}, arguments "
+                                  f"{str(raw.get('arguments'))!r})")
+            case ServerEvent.ERROR:
+                code, message = error_code_and_message(event)
+                text = message + (f" ({code})" if code else "")
+                self.errors.append(text)
+                self.view.problem(text)
+
+    async def _tool_called(self, event: dict) -> None:
+        """The model called a tool (Nemotron VoiceChat). omni talk runs none: the call is shown, and
+        the model is told so in the call's output, rather than left waiting for a result."""
+        call_id = event.get("call_id")
+        name = self._tool_names.pop(str(call_id or event.get("item_id")), "") or str(event.get("name") or "a tool")
+        arguments = str(event.get("arguments") or "")
+        self.view.said("tool", f"{name}({arguments})", "not run: omni talk runs no tools")
+        if call_id:
+            await self.send({"type": ClientEvent.ITEM_CREATE.value, "item": {
+                "type": "function_call_output", "call_id": call_id, "output": json.dumps({"error": NO_TOOLS})}})
+
+    async def _server_barge_in(self) -> None:
+        """The server cancelled the answer over the user's speech: stop playing it now."""
+        if self.playing is not None and self.playing.response_id not in self.cut:
+            await self._cut_off()
+        if self.active is not None and self.active not in self.cut:
+            self.cut.add(self.active)
+            self.state.cut_off(0)
+
+    async def _response_done(self, rid: str | None, status: str | None) -> None:
+        if rid == self.active:
+            self.active = None
+        playing = next((p for p in self.on_speaker if p.response_id == rid), None)
+        if status == "cancelled" and rid is not None and rid not in self.cut:
+            if playing is not None:
+                await self._cut_off()  # a barge-in the server decided
+            else:
+                self.state.answer_done(status, self.speaker.buffered_seconds)
+            self.cut.add(rid)
+            return
+        if rid in self.cut:
+            return
+        if playing is not None:
+            playing.done = True
+        self.state.answer_done(status, self.speaker.buffered_seconds)

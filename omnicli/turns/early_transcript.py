@@ -1,0 +1,156 @@
+"""Hearing the user before they commit: once a short pause follows speech, the pending audio is
+transcribed in the background. If the commit that follows added only silence, its transcript is
+ready when the answer starts, so the answer does not wait for ASR, and the session lets the
+engine read it ahead (`on_heard`: the thinker has the new turn in its cache when the answer is
+asked for). New speech before the commit voids the early transcript.
+
+When to start is a trade: a turn that ends by meaning (Smart Turn, first asked
+`SEMANTIC_PAUSE_MS` into the pause) wants the transcript started at once, but every pause between
+two words then costs a Whisper run that new speech voids, taking the cores from other sessions'
+answers when several talk at once. So a transcript starts after `EAGER_PAUSE_MS` only
+while the process is otherwise idle (no other early transcript, no answer being made: one
+talker, as the session's `AnswerScheduler` says), and after `PAUSE_MS` in any case.
+
+The same holds for what the engine is offered once the turn is heard: with one talker it may begin
+the answer in the pause (`AnswerScheduler.one_talker`); with more, it only reads the prompt, since a guess for one
+takes the cores from another's answer."""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import pcm16_to_float
+from omnicli.engine.base import Engine
+from omnicli.turns.scheduler import AnswerScheduler
+from omnicli.turns.vad import TurnDetector
+
+log = logging.getLogger("omni")
+
+EAGER_PAUSE_MS = 32
+"""One VAD chunk: a semantic turn end (Smart Turn is first asked at 128 ms) waits for the words,
+which are then mostly read already, and the decision comes sooner than with a longer wait; a pause
+this short inside a sentence is hardly more common than a longer one."""
+PAUSE_MS = 200
+"""Ahead of a 500 ms-silence turn end, with time for Whisper to finish."""
+
+STARTED, EAGER, LATE = "started", "eager", "late"
+
+
+class EarlyTranscriber:
+    """Transcribes the pending audio in the pauses before a commit, so the turn is heard before it ends."""
+
+    def __init__(self, engine: Engine, scheduler: AnswerScheduler) -> None:
+        self.engine = engine
+        self.scheduler = scheduler
+        self._detector: TurnDetector | None = None
+        self._speech_end_ms: int | None = None
+        """Where the speech before the current pause ended (None while speaking, or once the
+        late pause was reported)."""
+        self._heard: bytes | None = None
+        self._task: asyncio.Task | None = None
+        self.on_heard: Callable[[str], Awaitable[None]] | None = None
+        """Told each early transcript as it is ready (the session lets the engine read it ahead)."""
+        self._telling: set[asyncio.Task] = set()
+        scheduler.listen(self)
+
+    def pauses(self, samples: np.ndarray) -> list[str]:
+        """The VAD's verdicts on an appended piece: speech started, an eager pause, a late one
+        (PAUSE_MS of it); CPU work, for a worker thread."""
+        if self._detector is None:
+            self._detector = TurnDetector(SPEECH_RATE, silence_ms=EAGER_PAUSE_MS, prefix_padding_ms=0)
+        verdicts = []
+        for turn in self._detector.feed(samples):
+            verdicts.append(STARTED if turn.kind == "started" else EAGER)
+            self._speech_end_ms = None if turn.kind == "started" else turn.ms
+        if self._speech_end_ms is not None and self._detector.heard_ms - self._speech_end_ms >= PAUSE_MS:
+            verdicts.append(LATE)
+            self._speech_end_ms = None
+        return verdicts
+
+    def act(self, verdicts: list[str], buffer: bytes | bytearray) -> None:
+        """On the loop, after `pauses`: speech voids the early transcript, a pause starts one."""
+        for kind in verdicts:
+            if kind == STARTED:
+                self._void()
+            elif buffer and self._task is None and (kind == LATE or self.scheduler.idle()):
+                self._start(buffer)
+
+    def _start(self, buffer: bytes | bytearray) -> None:
+        self._heard = bytes(buffer)
+        self._task = asyncio.create_task(self._transcribe(self._heard))
+
+    @property
+    def hearing(self) -> bool:
+        """An early transcript is being made."""
+        return self._task is not None and not self._task.done()
+
+    async def now(self, buffer: bytes | bytearray) -> str | None:
+        """The transcript of the speech in `buffer` (started now unless already under way), left
+        in place for the commit that may follow."""
+        if self._task is None:
+            if not buffer:
+                return None
+            self._start(buffer)
+        assert self._task is not None
+        return await asyncio.shield(self._task)
+
+    async def _transcribe(self, pcm: bytes) -> str | None:
+        with self.scheduler.transcribing():
+            return await self._transcribed(pcm)
+
+    async def _transcribed(self, pcm: bytes) -> str | None:
+        try:
+            samples = await asyncio.to_thread(pcm16_to_float, pcm)
+            text = (await self.engine.transcribe(samples, SPEECH_RATE, quick=True)).text
+            if text.strip() and self.on_heard is not None and self._task is asyncio.current_task():
+                # (not once a commit took it: the answer is already reading this turn itself)
+                told = asyncio.create_task(self._tell(self.on_heard, text))
+                self._telling.add(told)
+                told.add_done_callback(self._telling.discard)
+            return text
+        except Exception:  # noqa: BLE001 - no early transcript: the turn is heard the usual way
+            return None
+
+    @staticmethod
+    async def _tell(on_heard: Callable[[str], Awaitable[None]], text: str) -> None:
+        try:
+            await on_heard(text)
+        except Exception:  # noqa: BLE001 - reading ahead is a guess; the answer reads the turn itself
+            log.debug("reading the early transcript ahead failed", exc_info=True)
+
+    async def take(self, committed: bytes) -> str | None:
+        """The transcript of `committed`, if it was heard early and only silence came after."""
+        task, heard = self._task, self._heard
+        if task is None or heard is None or not committed.startswith(heard):
+            self.reset()  # a stale transcript, and the guesses made on it, are called off
+            return None
+        self.reset(cancel=False)
+        return await task
+
+    def reset(self, cancel: bool = True) -> None:
+        """Forget the speech heard so far (a commit took it, or it was cleared): its pause is not
+        reported late either, so a turn committed early in it (semantic turns) is not heard again
+        as the silence after it, beside its answer."""
+        self._void(cancel)
+        self._speech_end_ms = None
+
+    def close(self) -> None:
+        """The session ends: forget its speech, and it no longer counts as a talker."""
+        self.reset()
+        self.scheduler.leave(self)
+
+    def _void(self, cancel: bool = True) -> None:
+        """Cancelled (new speech, a clear), what was heard is stale: its transcript, and what the
+        engine was offered on it (a thinker writing the answer ahead stops at its next token).
+        Not cancelled, a commit took it: what the engine was offered is that turn's answer now,
+        which speech or a clear after the commit must not call off."""
+        if cancel:
+            for task in [self._task, *self._telling]:
+                if task is not None:
+                    task.cancel()
+        else:
+            self._telling = set()
+        self._task, self._heard = None, None
