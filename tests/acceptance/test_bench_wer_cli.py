@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import DATA, free_port
+from tests.helpers.omni_processes import DATA, free_port
 
 META = DATA / "meta_dev.lst"
 

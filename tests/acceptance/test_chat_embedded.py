@@ -7,12 +7,11 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
-from test_embedded_voice import synthesize
 
 from omnicli.engine.base import ChatDone, ChatRequest, Message, TextPart
 from omnicli.engine.staged import embedded_engine
-
-from speech_check import normalize, wer
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.speech_check import normalize, wer
 
 QUESTION = "What is the capital of France?"
 

@@ -6,15 +6,14 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
-from test_embedded_voice import synthesize
 
 from omnicli.client.remote import RemoteEngine
 from omnicli.engine.base import AudioDelta, AudioPart, ChatDone, ChatRequest, Message, TextDelta, TextPart
-
-import chat_shapes
-from chat_shapes import TEXT, RecordedServer
-from conftest import start_server
-from speech_check import wer
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers import chat_shapes
+from tests.helpers.chat_shapes import TEXT, RecordedServer
+from tests.helpers.omni_processes import start_server
+from tests.helpers.speech_check import wer
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,7 @@ import pytest
 from omnicli.client.remote import RemoteEngine
 from omnicli.engine.base import ChatDone, ChatRequest, Message, TextPart
 from omnicli.errors import ServerError
-
-from third_party import start_llama_server, stop
+from tests.helpers.third_party import start_llama_server, stop
 
 FRANCE = "What is the capital of France? Answer in one word."
 GERMANY = "What is the capital of Germany? Answer in one word."

@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from test_embedded_voice import synthesize
 
-from conftest import DATA, free_port, start_server
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.omni_processes import DATA, free_port, start_server
 
 META = DATA / "meta_dev.lst"
 

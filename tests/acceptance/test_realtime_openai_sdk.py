@@ -9,9 +9,9 @@ import base64
 import numpy as np
 import pytest
 from openai import AsyncOpenAI
-from test_embedded_voice import synthesize
 
-from speech_check import wer
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.speech_check import wer
 
 QUESTION = "What is the capital of France?"
 SAFETY_S = 180

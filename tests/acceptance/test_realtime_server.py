@@ -10,10 +10,10 @@ import websockets
 from openai import AsyncOpenAI
 from openai.types.realtime import RealtimeServerEvent
 from pydantic import TypeAdapter
-from test_embedded_voice import synthesize
 
-from conftest import start_server
-from speech_check import wer
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.omni_processes import start_server
+from tests.helpers.speech_check import wer
 
 SERVER_EVENT = TypeAdapter(RealtimeServerEvent)
 QUESTION = "How many days are there in a week?"

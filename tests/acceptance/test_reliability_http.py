@@ -20,7 +20,7 @@ import pytest
 import soundfile as sf
 import websockets
 
-from conftest import start_server
+from tests.helpers.omni_processes import start_server
 
 ERROR_FIELDS = {"message", "type", "param", "code"}
 MAX_BODY_MB = 2

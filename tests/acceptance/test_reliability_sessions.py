@@ -13,7 +13,7 @@ import pytest
 import websockets
 from test_reliability_http import status_kib, stop
 
-from conftest import start_server
+from tests.helpers.omni_processes import start_server
 
 APPENDS, APPEND_MIB = 4, 14
 SESSIONS = 6

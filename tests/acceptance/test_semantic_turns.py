@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 from test_realtime_server import pcm_b64, raw_session
 
-from turn_speech import QUESTION, UNFINISHED, paused, quiet, say
+from tests.helpers.turn_speech import QUESTION, UNFINISHED, paused, quiet, say
 
 BUFFER_EVENTS = ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "input_audio_buffer.committed")
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import soundfile as sf
 
-from conftest import start_server
+from tests.helpers.omni_processes import start_server
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 from openai import BadRequestError, OpenAI
-from test_speak_cli import TEXT, decode
 
-from speech_check import normalize, wer
+from tests.acceptance.test_speak_cli import TEXT, decode
+from tests.helpers.speech_check import normalize, wer
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ characters a request (issue 9): omni sends it in pieces, and the audio comes out
 
 import soundfile as sf
 
-from speech_check import normalize, wer
+from tests.helpers.speech_check import normalize, wer
 
 
 def chapter(sentences: list[str], characters: int = 10_900) -> str:

@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from pty_screen import Terminal
-from pulse import RATE
-from speech_check import trim_silence
+from tests.helpers.pty_screen import Terminal
+from tests.helpers.pulse import RATE
+from tests.helpers.speech_check import trim_silence
 
 TEXT = "Please call Stella and ask her to bring these things with her from the store."
 """Judged by characters: tiny.en hears "Please call Stella" as "Place Kostela" on some of Piper's

@@ -8,7 +8,8 @@ import threading
 import httpx
 import pytest
 import soundfile as sf
-from test_speak_cli import TEXT, decode, one_error_line
+
+from tests.acceptance.test_speak_cli import TEXT, decode, one_error_line
 
 
 @pytest.mark.parametrize("fmt", ["wav", "mp3", "flac", "opus", "pcm"])
@@ -85,7 +86,7 @@ def test_server_refusal_is_one_line(omni, omni_server, tmp_path):
 
 
 def test_unreachable_server(omni, tmp_path):
-    from conftest import free_port
+    from tests.helpers.omni_processes import free_port
 
     path = tmp_path / "out.wav"
     result = omni("speak", "Hi.", "--server", f"http://127.0.0.1:{free_port()}", "-o", str(path))

@@ -8,11 +8,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from test_embedded_voice import synthesize
 
-from conftest import free_port, start_server
-from speech_check import wer
-from third_party import start_llama_server, stop
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.omni_processes import free_port, start_server
+from tests.helpers.speech_check import wer
+from tests.helpers.third_party import start_llama_server, stop
 
 QUESTION = "What is the capital of France?"
 SPOKEN = "How many days are there in a week?"

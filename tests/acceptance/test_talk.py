@@ -9,11 +9,11 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from test_embedded_voice import synthesize
 
-from pulse import RATE as PULSE_RATE
-from speech_check import trim_silence, wer
-from vllm_realtime_shape import VllmTurnBasedShape, served
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.pulse import RATE as PULSE_RATE
+from tests.helpers.speech_check import trim_silence, wer
+from tests.helpers.vllm_realtime_shape import VllmTurnBasedShape, served
 
 QUESTIONS = ["How many days are there in a week?", "What do cats like to eat?"]
 
@@ -79,7 +79,7 @@ def test_headless_with_the_servers_turns(omni, omni_server, dialog, tmp_path, ju
 
 
 def test_unreachable_server_and_bad_file(omni, tmp_path):
-    from conftest import free_port
+    from tests.helpers.omni_processes import free_port
 
     result = omni("talk", "--server", f"http://127.0.0.1:{free_port()}", "--input-file", str(tmp_path / "x.wav"))
     assert result.returncode == 2 and "cannot read --input-file" in result.stderr.decode()

@@ -11,12 +11,12 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from test_embedded_voice import synthesize
 
-from minicpmo_shape import MiniCPMoShape
-from pulse import RATE as PULSE_RATE
-from speech_check import wer
-from vllm_realtime_shape import served
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.minicpmo_shape import MiniCPMoShape
+from tests.helpers.pulse import RATE as PULSE_RATE
+from tests.helpers.speech_check import wer
+from tests.helpers.vllm_realtime_shape import served
 
 QUESTION = "How many days are there in a week?"
 

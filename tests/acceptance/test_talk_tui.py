@@ -9,12 +9,12 @@ import sys
 import time
 
 import numpy as np
-from test_embedded_voice import synthesize
 
-from pty_screen import Terminal
-from pulse import RATE as PULSE_RATE
-from speech_check import trim_silence, wer
-from talk_harness import borders, meter, recorded, status
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.pty_screen import Terminal
+from tests.helpers.pulse import RATE as PULSE_RATE
+from tests.helpers.speech_check import trim_silence, wer
+from tests.helpers.talk_harness import borders, meter, recorded, status
 
 QUESTION = "How many days are there in a week?"
 

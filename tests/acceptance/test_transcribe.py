@@ -9,10 +9,10 @@ import re
 import numpy as np
 import pytest
 import soundfile as sf
-from test_embedded_voice import synthesize
 
-from speech_check import wer
-from third_party import start_faster_whisper_server, stop
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.speech_check import wer
+from tests.helpers.third_party import start_faster_whisper_server, stop
 
 SENTENCE = "The meeting has been moved to Thursday at three in the afternoon."
 CUE = re.compile(r"^1\n\d\d:\d\d:\d\d,\d\d\d --> \d\d:\d\d:\d\d,\d\d\d\n(.+)\n", re.S)

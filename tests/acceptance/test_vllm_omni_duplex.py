@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from cutting_proxy import CuttingProxy
 
-from realtime_harness import silence, speech
-from talk_harness import duplex_talker
+from tests.helpers.cutting_proxy import CuttingProxy
+from tests.helpers.realtime_harness import silence, speech
+from tests.helpers.talk_harness import duplex_talker
 
 HERE = Path(__file__).resolve().parent
 OVERLAY = Path.home() / ".cache" / "omni" / "vllm-omni-duplex"

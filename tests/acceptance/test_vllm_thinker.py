@@ -18,11 +18,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from test_embedded_voice import synthesize
 from test_talk import QUESTIONS, answers, events_of
 
-from conftest import start_server
-from speech_check import wer
+from tests.acceptance.test_embedded_voice import synthesize
+from tests.helpers.omni_processes import start_server
+from tests.helpers.speech_check import wer
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason='vLLM is not installed (pip install ".[vllm]"; .ci/run installs it)')

@@ -4,7 +4,7 @@ Ctrl-D typed while an answer streams ends the session once the answer is complet
 
 import pytest
 
-from scripted_tty import scripted_omni
+from tests.helpers.scripted_tty import scripted_omni
 
 ANSWER = ("The extraordinary thing about hummingbirds is that their hearts beat over twelve hundred "
           "times a minute, supercalifragilistically fast.")

@@ -8,9 +8,8 @@ import pytest
 
 from omnicli.bench.journal import read_records
 from omnicli.errors import ServerError
-
-from cli_harness import ScriptedEngines, omni
-from scripted import ScriptedEngine, tone
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.scripted import ScriptedEngine, tone
 
 SENTENCES = ["The cat sat.", "A dog ran far.", "Birds sing."]
 HEARD = ["the cat sat", "a dog ran away", "birds sing"]

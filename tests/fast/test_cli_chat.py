@@ -11,9 +11,8 @@ import soundfile as sf
 from omnicli.cli.chat import DEFAULT_SYSTEM
 from omnicli.engine.base import DEFAULT_MAX_TOKENS, AudioPart, ChatRequest, Message, TextDelta, TextPart
 from omnicli.errors import ServerError
-
-from cli_harness import ScriptedEngines, omni
-from scripted import ScriptedEngine, answer
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.scripted import ScriptedEngine, answer
 
 SYSTEM = Message("system", [TextPart(DEFAULT_SYSTEM)])
 

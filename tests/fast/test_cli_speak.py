@@ -11,9 +11,8 @@ from rich.console import Console
 from omnicli.cli.main import main
 from omnicli.cli.progress import PlaybackBar, playback_progress
 from omnicli.errors import ServerError
-
-from cli_harness import ScriptedEngines, omni
-from scripted import ScriptedEngine, tone
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.scripted import ScriptedEngine, tone
 
 HALF_SECOND = 12000  # the scripted engine's default speech: one 0.5 s chunk at 24 kHz
 

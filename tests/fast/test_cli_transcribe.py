@@ -9,10 +9,9 @@ import pytest
 
 from omnicli.audio.formats import AudioFormat, encode
 from omnicli.engine.base import Transcript
-
-from cli_harness import ScriptedEngines, omni
-from scripted import ScriptedEngine
-from stage_fakes import StageEngines, clip, whisper_server
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.scripted import ScriptedEngine
+from tests.helpers.stage_fakes import StageEngines, clip, whisper_server
 
 SRT = "1\n00:00:00,000 --> 00:00:00,500\nhello world\n"
 

@@ -4,8 +4,7 @@
 import pytest
 
 from omnicli.config import DEFAULT_TIMEOUT, Connection
-
-from cli_harness import ScriptedEngines, omni
+from tests.helpers.cli_harness import ScriptedEngines, omni
 
 FILE = 'server = "http://file:1"\napi_key = "file-key"\ntimeout = 30\n'
 

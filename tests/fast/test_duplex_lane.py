@@ -15,9 +15,8 @@ from omnicli.audio.pcm import float_to_pcm16, resample
 from omnicli.engine.base import ChatRequest
 from omnicli.protocol.duplex import Capabilities
 from omnicli.server.app import create_app
-
-from scripted import Hold, ScriptedEngine, SlowToBegin, answer, tone
-from turn_speech import QUESTION, UNFINISHED, paused, quiet, say, spoken
+from tests.helpers.scripted import Hold, ScriptedEngine, SlowToBegin, answer, tone
+from tests.helpers.turn_speech import QUESTION, UNFINISHED, paused, quiet, say, spoken
 
 SAFETY_S = 30
 """Only so a broken test fails instead of hanging; never reached when the code works."""

@@ -4,6 +4,7 @@ ledger, and `session.update` checking."""
 import pytest
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.errors import EventError
 from omnicli.protocol.duplex import (
     Capabilities,
     OverlapAction,
@@ -15,13 +16,12 @@ from omnicli.protocol.duplex import (
     handshake_error,
     realtime_error,
 )
-from omnicli.realtime.conversation import Item
-from omnicli.realtime.duplex_config import DuplexConfig, apply
-from omnicli.realtime.duplex_journal import Journal
-from omnicli.realtime.duplex_overlap import OverlapSettings, when_stopped, while_speaking
-from omnicli.realtime.duplex_playback import Ledger
-from omnicli.realtime.events import EventError
-from omnicli.realtime.settings import SessionSettings
+from omnicli.session.conversation import Item
+from omnicli.session.duplex.config import DuplexConfig, apply
+from omnicli.session.duplex.journal import Journal
+from omnicli.session.duplex.overlap import OverlapSettings, when_stopped, while_speaking
+from omnicli.session.duplex.playback import Ledger
+from omnicli.session.settings import SessionSettings
 
 
 def test_the_journal_numbers_events_and_replays_what_was_not_acknowledged():

@@ -9,10 +9,10 @@ import numpy as np
 
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import ChatRequest
-from omnicli.realtime.early_asr import EarlyTranscriber
-
-from realtime_harness import Session, pcm_b64, run, silence, speech, user_text
-from scripted import Hold, ScriptedEngine, answer
+from omnicli.turns.early_transcript import EarlyTranscriber
+from omnicli.turns.scheduler import AnswerScheduler
+from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, speech, user_text
+from tests.helpers.scripted import Hold, ScriptedEngine, answer
 
 
 class SlowEars(ScriptedEngine):
@@ -42,7 +42,8 @@ def hear(early: EarlyTranscriber, buffer: bytearray, samples: np.ndarray) -> Non
 def test_an_eager_pause_waits_for_an_idle_asr_and_a_long_pause_does_not():
     async def go():
         engine = SlowEars()
-        first, second = EarlyTranscriber(engine), EarlyTranscriber(engine)
+        scheduler = AnswerScheduler()  # both sessions in one process
+        first, second = EarlyTranscriber(engine, scheduler), EarlyTranscriber(engine, scheduler)
         first_pcm, second_pcm = bytearray(), bytearray()
         hear(first, first_pcm, np.concatenate([spoken(), silence(0.2)]))  # an eager pause (Silero: ~100 ms of it)
         await asyncio.sleep(0.05)
@@ -64,7 +65,7 @@ def test_an_eager_pause_waits_for_an_idle_asr_and_a_long_pause_does_not():
 def test_new_speech_voids_what_was_heard_early():
     async def go():
         engine = SlowEars()
-        early, pcm = EarlyTranscriber(engine), bytearray()
+        early, pcm = EarlyTranscriber(engine, AnswerScheduler()), bytearray()
         hear(early, pcm, np.concatenate([spoken(), silence(0.3)]))
         await asyncio.sleep(0.05)
         hear(early, pcm, np.concatenate([spoken(), silence(0.05)]))  # the user goes on: a new turn so far
@@ -109,7 +110,7 @@ def test_a_committed_turn_is_not_heard_again_as_the_silence_after_it():
     it would take the cores from the answer."""
     async def go():
         engine = SlowEars()
-        early, pcm = EarlyTranscriber(engine), bytearray()
+        early, pcm = EarlyTranscriber(engine, AnswerScheduler()), bytearray()
         hear(early, pcm, np.concatenate([spoken(), silence(0.1)]))  # an eager pause: heard at once
         engine.gate.set()
         heard = await early.take(bytes(pcm))
@@ -138,9 +139,10 @@ def test_a_turn_heard_early_beside_another_session_is_read_but_not_begun():
         await s.send({"type": "input_audio_buffer.clear"})
 
     async def go():
-        async with Session(engine) as answered:
+        scheduler = AnswerScheduler()  # one process, as in omni serve
+        async with Session(engine, scheduler) as answered:
             await answered.send(off)
-            async with Session(engine) as other:
+            async with Session(engine, scheduler) as other:
                 await other.send(off)
                 await heard(other)  # beside a quiet session
                 await answered.send(user_text("Hi."))

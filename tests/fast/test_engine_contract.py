@@ -7,8 +7,7 @@ import pytest
 
 from omnicli.engine.base import Engine, SpeechRequest
 from omnicli.errors import UnsupportedError
-
-from scripted import ScriptedEngine
+from tests.helpers.scripted import ScriptedEngine
 
 
 class SpeechOnly(Engine):

@@ -18,9 +18,8 @@ from omnicli.cli.engines import EngineChoice, Engines
 from omnicli.client.long_text import speak_ahead, split_text
 from omnicli.client.remote import RemoteEngine
 from omnicli.engine.base import Engine, SpeechRequest
-
-from cli_harness import ScriptedEngines, omni
-from scripted import ScriptedEngine, answer, tone
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.scripted import ScriptedEngine, answer, tone
 
 URL = "http://llm.test"
 

@@ -10,7 +10,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from test_remote_engine import (
+
+from omnicli.client.remote import RemoteEngine
+from omnicli.engine.base import ChatDone, ChatRequest, Message, SpeechRequest, TextDelta, TextPart
+from omnicli.errors import MESSAGE_CHARS, ServerError
+from tests.fast.test_remote_engine import (
     URL,
     Server,
     call,
@@ -22,10 +26,6 @@ from test_remote_engine import (
     streamed_wav_pieces,
     wav,
 )
-
-from omnicli.client.remote import RemoteEngine
-from omnicli.engine.base import ChatDone, ChatRequest, Message, SpeechRequest, TextDelta, TextPart
-from omnicli.errors import MESSAGE_CHARS, ServerError
 
 OVERFLOW = ("This model's maximum context length is 2048 tokens. However, you requested 6055 tokens "
             "(6031 in the messages, 24 in the completion). Please reduce the length of the messages or completion.")

@@ -4,7 +4,7 @@ long as the block (a lower bound: a busy machine can only make it later)."""
 import asyncio
 import time
 
-from omnicli.realtime.loop_lag import LoopLag
+from omnicli.server.loop_lag import LoopLag
 
 
 def test_a_blocking_call_on_the_loop_is_measured():

@@ -14,8 +14,7 @@ from omnicli.client.remote import RemoteEngine
 from omnicli.engine.base import ChatRequest, Message, SpeechRequest, TextDelta, TextPart
 from omnicli.errors import ServerError
 from omnicli.server.app import create_app
-
-from scripted import Hold, ScriptedEngine, answer, tone
+from tests.helpers.scripted import Hold, ScriptedEngine, answer, tone
 
 
 class Hosts(httpx.AsyncBaseTransport):

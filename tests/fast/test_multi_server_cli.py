@@ -9,16 +9,15 @@ import json
 import re
 
 import pytest
-from test_multi_server import REFUSED, Hosts, skipped, url
 
 from omnicli.audio.formats import AudioFormat, encode
 from omnicli.cli.engines import EngineChoice, Engines
 from omnicli.client.one_server import FirstServerTransport
 from omnicli.config import Connection, resolve_connection
 from omnicli.errors import ServerError
-
-from cli_harness import ScriptedEngines, omni
-from scripted import ScriptedEngine, answer, tone
+from tests.fast.test_multi_server import REFUSED, Hosts, skipped, url
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.scripted import ScriptedEngine, answer, tone
 
 A, B = url("a"), url("b")
 

@@ -6,17 +6,17 @@ import asyncio
 import json
 
 import pytest
-from test_duplex_lane import connect
-from test_duplex_lane import run as run_lane
 
 from omnicli.engine.base import ChatRequest, SpeechRequest, Voice
-from omnicli.realtime.session import RealtimeSession
-
-from cli_harness import ScriptedEngines, omni
-from realtime_harness import run as run_session
-from realtime_harness import user_text
-from scripted import ScriptedEngine
-from server_harness import openai_error, run
+from omnicli.session.turn_based import RealtimeSession
+from omnicli.turns.scheduler import AnswerScheduler
+from tests.fast.test_duplex_lane import connect
+from tests.fast.test_duplex_lane import run as run_lane
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.realtime_harness import run as run_session
+from tests.helpers.realtime_harness import user_text
+from tests.helpers.scripted import ScriptedEngine
+from tests.helpers.server_harness import openai_error, run
 
 FEMALE = ["coral", "nova", "sage", "shimmer", "marin"]
 MALE = ["ash", "ballad", "echo", "fable", "onyx", "verse", "cedar"]
@@ -92,7 +92,7 @@ def test_a_realtime_session_update_with_an_openai_voice_is_taken_and_the_answer_
         sent.append(event)
 
     async def talk() -> None:
-        session = RealtimeSession(engine, send)
+        session = RealtimeSession(engine, send, scheduler=AnswerScheduler())
         await session.start()
         for voice in ("shimmer", "nobody"):
             await session.handle(json.dumps({"type": "session.update", "session": {

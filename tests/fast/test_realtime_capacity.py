@@ -7,14 +7,13 @@ import base64
 import gc
 
 import numpy as np
-from test_duplex_lane import SAFETY_S, Socket
 
-from omnicli.realtime.early_asr import EarlyTranscriber
-from omnicli.realtime.input_buffer import InputBuffer
-from omnicli.realtime.session import RealtimeSession
 from omnicli.server.app import create_app
-
-from scripted import ScriptedEngine
+from omnicli.session.turn_based import RealtimeSession
+from omnicli.turns.early_transcript import EarlyTranscriber
+from omnicli.turns.input_buffer import InputBuffer
+from tests.fast.test_duplex_lane import SAFETY_S, Socket
+from tests.helpers.scripted import ScriptedEngine
 
 
 def run(test, **options):

@@ -10,10 +10,9 @@ import pytest
 
 from omnicli.engine.base import DEFAULT_MAX_TOKENS, AudioPart, ChatRequest, TextDelta, TextPart, TranscriptDelta
 from omnicli.errors import ContextWindowError, OmniError
-from omnicli.realtime.settings import DEFAULT_INSTRUCTIONS
-
-from realtime_harness import Session, pcm_b64, run, silence, speech, user_text
-from scripted import Hold, ScriptedEngine, answer
+from omnicli.session.settings import DEFAULT_INSTRUCTIONS
+from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, speech, user_text
+from tests.helpers.scripted import Hold, ScriptedEngine, answer
 
 LIFECYCLE_AUDIO = [
     "response.created", "conversation.item.added", "response.output_item.added", "response.content_part.added",
@@ -444,7 +443,8 @@ def test_a_large_append_is_decoded_off_the_event_loop():
 
 
 def test_a_served_session_takes_voice_names_only_and_a_local_one_takes_paths_too():
-    from omnicli.realtime.session import RealtimeSession
+    from omnicli.session.turn_based import RealtimeSession
+    from omnicli.turns.scheduler import AnswerScheduler
 
     def voice_update(voice: str) -> dict:
         return {"type": "session.update", "session": {"type": "realtime", "audio": {"output": {"voice": voice}}}}
@@ -455,7 +455,7 @@ def test_a_served_session_takes_voice_names_only_and_a_local_one_takes_paths_too
         async def send(event: dict) -> None:
             sent.append(event)
 
-        session = RealtimeSession(ScriptedEngine(), send)
+        session = RealtimeSession(ScriptedEngine(), send, scheduler=AnswerScheduler())
         for voice in ("~/x.onnx", "/etc/voice.onnx", "nobody", "joe"):
             await session.handle(json.dumps(voice_update(voice)))
         return sent

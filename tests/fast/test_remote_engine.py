@@ -26,8 +26,7 @@ from omnicli.engine.base import (
     Voice,
 )
 from omnicli.errors import MESSAGE_CHARS, ServerError, UsageError
-
-import chat_shapes
+from tests.helpers import chat_shapes
 
 URL = "http://omni.test"
 HUGE = "x" * 5000

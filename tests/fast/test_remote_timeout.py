@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from cli_harness import omni
+from tests.helpers.cli_harness import omni
 
 
 @pytest.mark.parametrize("command", [["chat", "Hi"], ["speak", "Hi", "-o", "-"], ["speak", "--list-voices"]])

@@ -9,14 +9,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from omnicli.audio import smart_turn
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.audio.vad import SEMANTIC_REASK_MS, TurnDetector
 from omnicli.errors import OmniError
-
-from realtime_harness import Session, pcm_b64, run, silence, speech
-from scripted import ScriptedEngine, SlowToBegin, answer
-from turn_speech import QUESTION, UNFINISHED, paused, say, spoken
+from omnicli.turns import smart_turn
+from omnicli.turns.vad import SEMANTIC_REASK_MS, TurnDetector
+from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, speech
+from tests.helpers.scripted import ScriptedEngine, SlowToBegin, answer
+from tests.helpers.turn_speech import QUESTION, UNFINISHED, paused, say, spoken
 
 SEMANTIC = {"type": "semantic_vad", "eagerness": "auto", "create_response": True, "interrupt_response": True}
 
@@ -252,7 +251,7 @@ def test_an_overruled_stop_goes_on_into_one_turn_and_only_first_asks_wait_for_a_
 
 
 def test_the_words_heard_so_far_read_finished_or_not():
-    from omnicli.engine.text_turn import reads_finished, sentence_end_probability
+    from omnicli.turns.text_turn import reads_finished, sentence_end_probability
 
     assert reads_finished("What is the capital of France?") and reads_finished(QUESTION.rstrip("?"))
     assert reads_finished("I was wondering if you could tell me the capital of France.")
@@ -356,7 +355,7 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
     """The answer to the question is begun, Smart Turn and the words call the pause the end, but the
     audio held since ends in voice too short yet to count (80 ms): the decision waits for the next
     appends, which show the voice coming back. One turn, not two."""
-    from omnicli.engine import text_turn
+    from omnicli.turns import text_turn
 
     read: list[bool] = []
     reads_finished = text_turn.reads_finished
@@ -420,7 +419,7 @@ def _noting_models(monkeypatch, done: list, smart_turn_s: float = 0.0) -> None:
     """Smart Turn (taking `smart_turn_s` more) and the words check note in `done` when they run."""
     import time
 
-    from omnicli.engine import text_turn
+    from omnicli.turns import text_turn
 
     reads_finished, completion_probability = text_turn.reads_finished, smart_turn.completion_probability
 
@@ -440,7 +439,7 @@ def _noting_models(monkeypatch, done: list, smart_turn_s: float = 0.0) -> None:
 
 def _heard_early_at(audio: np.ndarray) -> int:
     """Where the early transcript of `audio`'s first pause starts (Smart Turn is asked 96 ms on)."""
-    from omnicli.realtime.early_asr import EAGER_PAUSE_MS
+    from omnicli.turns.early_transcript import EAGER_PAUSE_MS
 
     detector = TurnDetector(SPEECH_RATE, silence_ms=EAGER_PAUSE_MS, prefix_padding_ms=0)
     for start in range(0, len(audio), 960):

@@ -11,9 +11,8 @@ from omnicli.audio.formats import AudioFormat, encode
 from omnicli.cli.engines import EngineChoice, Engines, stage_servers
 from omnicli.config import Connection
 from omnicli.engine.stages import Stages
-
-from server_harness import openai_error, run
-from stage_fakes import HeardASR, PiecesThinker, ToneTalker, clip
+from tests.helpers.server_harness import openai_error, run
+from tests.helpers.stage_fakes import HeardASR, PiecesThinker, ToneTalker, clip
 
 
 class StagesHere(Engines):

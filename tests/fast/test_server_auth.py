@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from scripted import ScriptedEngine
-from server_harness import openai_error, run
+from tests.helpers.scripted import ScriptedEngine
+from tests.helpers.server_harness import openai_error, run
 
 KEY = "s3cret"
 UNAUTHORIZED = "missing or wrong API key (Authorization: Bearer KEY)"

@@ -20,9 +20,8 @@ from omnicli.engine.base import (
 )
 from omnicli.errors import OmniError, UnsupportedError, UsageError
 from omnicli.server.errors import INTERNAL
-
-from scripted import Hold, ScriptedEngine, answer
-from server_harness import HangingUpClient, openai_error, raw_json, run, sse_events
+from tests.helpers.scripted import Hold, ScriptedEngine, answer
+from tests.helpers.server_harness import HangingUpClient, openai_error, raw_json, run, sse_events
 
 HI = [{"role": "user", "content": "Hi"}]
 USAGE = {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}

@@ -8,9 +8,8 @@ import pytest
 from omnicli.engine.base import Voice
 from omnicli.errors import AudioDeviceError, OmniError, ServerError, ServerTimeout, UnsupportedError, UsageError
 from omnicli.server.errors import INTERNAL
-
-from scripted import ScriptedEngine
-from server_harness import openai_error, run
+from tests.helpers.scripted import ScriptedEngine
+from tests.helpers.server_harness import openai_error, run
 
 
 class FailingVoices(ScriptedEngine):

@@ -2,7 +2,7 @@
 
 import re
 
-from server_harness import run
+from tests.helpers.server_harness import run
 
 
 def series(text: str) -> set[str]:

@@ -14,9 +14,8 @@ from omnicli.audio.wavstream import streaming_wav_header
 from omnicli.engine.base import SpeechRequest
 from omnicli.errors import OmniError, UsageError
 from omnicli.server.errors import INTERNAL
-
-from scripted import ScriptedEngine, tone
-from server_harness import openai_error, raw_json, run, sse_events
+from tests.helpers.scripted import ScriptedEngine, tone
+from tests.helpers.server_harness import openai_error, raw_json, run, sse_events
 
 HELLO = tone(0.5, "Hello.")
 WORLD = tone(0.25, "World.")

@@ -7,9 +7,8 @@ import pytest
 import soundfile as sf
 
 from omnicli.engine.base import Engine
-
-from scripted import ScriptedEngine, tone
-from server_harness import openai_error, run
+from tests.helpers.scripted import ScriptedEngine, tone
+from tests.helpers.server_harness import openai_error, run
 
 
 def wav(seconds: float, rate: int = 16000) -> bytes:

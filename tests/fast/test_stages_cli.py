@@ -10,10 +10,9 @@ import pytest
 import soundfile as sf
 
 from omnicli.audio.formats import AudioFormat, encode
-
-from cli_harness import ScriptedEngines, omni
-from scripted import ScriptedEngine, tone
-from stage_fakes import OMNI_OPENAPI, FakeServer, StageEngines, clip, llama_server, whisper_server
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.scripted import ScriptedEngine, tone
+from tests.helpers.stage_fakes import OMNI_OPENAPI, FakeServer, StageEngines, clip, llama_server, whisper_server
 
 URL = "http://llm.test"
 AROUND = f"omni: the server at {URL} neither hears nor speaks; hearing and speaking here, with it as the thinker\n"

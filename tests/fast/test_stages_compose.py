@@ -16,11 +16,19 @@ from omnicli.config import Connection
 from omnicli.engine.base import AudioDelta, AudioPart, ChatDone, ChatRequest, Message, TextDelta, TextPart, TranscriptDelta
 from omnicli.engine.staged import StagedEngine
 from omnicli.errors import ContextWindowError, ServerError, UsageError
-
-from realtime_harness import Session, pcm_b64
-from realtime_harness import run as run_within_limit
-from scripted import tone
-from stage_fakes import FakeServer, HeardASR, PiecesThinker, StageEngines, ToneTalker, clip, llama_server, whisper_server
+from tests.helpers.realtime_harness import Session, pcm_b64
+from tests.helpers.realtime_harness import run as run_within_limit
+from tests.helpers.scripted import tone
+from tests.helpers.stage_fakes import (
+    FakeServer,
+    HeardASR,
+    PiecesThinker,
+    StageEngines,
+    ToneTalker,
+    clip,
+    llama_server,
+    whisper_server,
+)
 
 URL = "http://stage.test"
 HERE = Connection(None, None)

@@ -4,16 +4,15 @@ starts (one line, exit 2), and `--vad` picks how turns end."""
 import pytest
 
 from omnicli.cli.main import main
-from omnicli.realtime.speakers import FileSpeaker
-from omnicli.realtime.talk import TalkClient, TalkOptions
-from omnicli.realtime.transport import LocalTransport
-from omnicli.realtime.turns import ClientVAD
-
-from cli_harness import ScriptedEngines
-from cli_harness import omni as omni_app
-from realtime_harness import speech_file
-from scripted import ScriptedEngine, answer
-from talk_harness import Log, Quiet, Voice
+from omnicli.talk.client import TalkClient, TalkOptions
+from omnicli.talk.speakers import FileSpeaker
+from omnicli.talk.transport import LocalTransport
+from omnicli.turns.talk_modes import ClientVAD
+from tests.helpers.cli_harness import ScriptedEngines
+from tests.helpers.cli_harness import omni as omni_app
+from tests.helpers.realtime_harness import speech_file
+from tests.helpers.scripted import ScriptedEngine, answer
+from tests.helpers.talk_harness import Log, Quiet, Voice
 
 
 @pytest.fixture(autouse=True)

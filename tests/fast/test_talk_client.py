@@ -8,11 +8,10 @@ import pytest
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.errors import ServerError
-from omnicli.realtime.transport import LocalTransport
-
-from realtime_harness import run, silence, speech
-from scripted import Hold, ScriptedEngine, answer
-from talk_harness import FRAME, Device, Talk
+from omnicli.talk.transport import LocalTransport
+from tests.helpers.realtime_harness import run, silence, speech
+from tests.helpers.scripted import Hold, ScriptedEngine, answer
+from tests.helpers.talk_harness import FRAME, Device, Talk
 
 
 def frames_of(samples: np.ndarray) -> int:

@@ -13,18 +13,18 @@ import soundfile as sf
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.errors import ServerError
-from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
-from omnicli.realtime.duplex_client_link import Backoff, DuplexLink
-from omnicli.realtime.duplex_local import LocalDuplexSocket
-from omnicli.realtime.duplex_presets import PRESETS
-from omnicli.realtime.duplex_registry import DuplexRegistry
-
-from cli_harness import ScriptedEngines, omni
-from minicpmo_shape import MiniCPMoShape, delta_level
-from realtime_harness import silence, speech, speech_file
-from scripted import ScriptedEngine, answer
-from talk_harness import Device, Log, Recorder, Voice
-from vllm_realtime_shape import served
+from omnicli.session.duplex.registry import DuplexRegistry
+from omnicli.talk.duplex.client import DuplexOptions, DuplexTalkClient
+from omnicli.talk.duplex.link import Backoff, DuplexLink
+from omnicli.talk.duplex.local import LocalDuplexSocket
+from omnicli.talk.duplex.presets import PRESETS
+from omnicli.turns.scheduler import AnswerScheduler
+from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.minicpmo_shape import MiniCPMoShape, delta_level
+from tests.helpers.realtime_harness import silence, speech, speech_file
+from tests.helpers.scripted import ScriptedEngine, answer
+from tests.helpers.talk_harness import Device, Log, Recorder, Voice
+from tests.helpers.vllm_realtime_shape import served
 
 SAFETY_S = 30
 """Only so a broken test fails instead of hanging."""
@@ -312,7 +312,8 @@ def test_duplex_without_a_server_is_answered_in_process(tmp_path, vad):
 def test_an_in_process_session_refuses_a_resume_in_the_flat_shape():
     """In process there is no socket to lose: resume is not offered, and a `session.resume` says so."""
     async def go():
-        sock = LocalDuplexSocket(DuplexRegistry(ScriptedEngine(), model_id="m", served=False, resumable=False))
+        sock = LocalDuplexSocket(DuplexRegistry(ScriptedEngine(), model_id="m", scheduler=AnswerScheduler(),
+                                                       served=False, resumable=False))
         await sock.open()
         await sock.send({"type": "session.resume", "session_id": "sess_x", "resume_token": "rt_x",
                          "last_received_server_event_seq": 0})
@@ -545,13 +546,13 @@ def test_without_heartbeats_the_lease_runs_out_in_one_line():
 @pytest.mark.parametrize("period, ms", [(1000, 200), (80, 80), (32, 40), (None, 200)])
 def test_appends_follow_the_models_unit(period, ms):
     """chunk_period_ms from the capabilities sets the append length (whole 40 ms mic frames)."""
-    from omnicli.realtime.duplex_client import append_ms
+    from omnicli.talk.duplex.client import append_ms
 
     assert append_ms(period) == ms
 
 
 def test_personaplex_preset_sends_24khz_float_audio():
-    from omnicli.realtime.duplex_presets import InputEncoder, session_config
+    from omnicli.talk.duplex.presets import InputEncoder, session_config
 
     chosen = PRESETS["personaplex"]
     session = session_config(chosen)

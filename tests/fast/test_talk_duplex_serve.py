@@ -15,19 +15,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from cutting_proxy import CuttingProxy
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16, resample
 from omnicli.errors import ServerError
-from omnicli.realtime.duplex_client_link import DuplexLink
 from omnicli.server.app import create_app
-
-from cli_harness import omni
-from realtime_harness import silence, speech, speech_file
-from scripted import Hold, ScriptedEngine, answer
-from server_harness import uvicorn_server, uvicorn_thread
-from talk_harness import FRAME, Log, duplex_talker
+from omnicli.talk.duplex.link import DuplexLink
+from tests.helpers.cli_harness import omni
+from tests.helpers.cutting_proxy import CuttingProxy
+from tests.helpers.realtime_harness import silence, speech, speech_file
+from tests.helpers.scripted import Hold, ScriptedEngine, answer
+from tests.helpers.server_harness import uvicorn_server, uvicorn_thread
+from tests.helpers.talk_harness import FRAME, Log, duplex_talker
 
 SAFETY_S = 30
 
@@ -174,7 +173,7 @@ def test_the_clients_heartbeats_keep_omni_serves_lease_and_without_them_it_expir
         assert not log.of("in", "session.heartbeat_ack")
 
 
-DRIVER = Path(__file__).with_name("vllm_duplex_driver.py")
+DRIVER = Path(__file__).resolve().parents[1] / "helpers" / "vllm_duplex_driver.py"
 
 
 def _question_wav_16k(path: Path) -> Path:

@@ -19,18 +19,17 @@ import pytest
 import soundfile as sf
 
 from omnicli.errors import ServerError
-from omnicli.realtime import dialects, transport
-from omnicli.realtime.speakers import FileSpeaker
-from omnicli.realtime.talk import TalkClient, TalkOptions
-from omnicli.realtime.transport import LocalTransport, WebSocketTransport
-from omnicli.realtime.turns import ClientVAD, ServerVAD
-
-from cli_harness import CLEAN_ENV, omni
-from realtime_harness import run, silence, speech, speech_file
-from scripted import Hold, ScriptedEngine, answer
-from server_harness import free_port, uvicorn_thread
-from talk_harness import Log, Quiet, Voice
-from vllm_realtime_shape import VllmTurnBasedShape, served
+from omnicli.talk import dialects, transport
+from omnicli.talk.client import TalkClient, TalkOptions
+from omnicli.talk.speakers import FileSpeaker
+from omnicli.talk.transport import LocalTransport, WebSocketTransport
+from omnicli.turns.talk_modes import ClientVAD, ServerVAD
+from tests.helpers.cli_harness import CLEAN_ENV, omni
+from tests.helpers.realtime_harness import run, silence, speech, speech_file
+from tests.helpers.scripted import Hold, ScriptedEngine, answer
+from tests.helpers.server_harness import free_port, uvicorn_thread
+from tests.helpers.talk_harness import Log, Quiet, Voice
+from tests.helpers.vllm_realtime_shape import VllmTurnBasedShape, served
 
 FALLBACK = "omni talk: the server does not detect turns; using client VAD"
 
@@ -249,7 +248,7 @@ def test_the_end_of_speech_a_server_reports_is_read_with_its_position_else_500_m
 
 def test_a_servers_realtime_error_is_capped_to_one_short_line():
     from omnicli.errors import MESSAGE_CHARS
-    from omnicli.realtime import dialects
+    from omnicli.talk import dialects
 
     heard = dialects.read({"type": "error", "error": {"message": "x" * 5000 + "\n" + "y" * 10}})
     assert heard.kind == "error" and len(heard.text) == MESSAGE_CHARS and "\n" not in heard.text

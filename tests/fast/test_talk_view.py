@@ -11,17 +11,16 @@ import numpy as np
 import pytest
 
 from omnicli.engine.base import AudioDelta, TextDelta, TranscriptDelta
-from omnicli.realtime import talk_state as states
-from omnicli.realtime.answer_text import Answer
-from omnicli.realtime.latency import TurnTiming, summary
-from omnicli.realtime.talk import TalkClient, TalkOptions
-from omnicli.realtime.talk_state import TalkState
-from omnicli.realtime.transport import LocalTransport
-from omnicli.realtime.view import LiveView
-
-from realtime_harness import run, silence, speech
-from scripted import Hold, ScriptedEngine, answer, tone
-from talk_harness import FRAME, Device, Log, Recorder, Talk, Voice
+from omnicli.talk import state as states
+from omnicli.talk.answer_text import Answer
+from omnicli.talk.client import TalkClient, TalkOptions
+from omnicli.talk.latency import TurnTiming, summary
+from omnicli.talk.state import TalkState
+from omnicli.talk.transport import LocalTransport
+from omnicli.talk.view import LiveView
+from tests.helpers.realtime_harness import run, silence, speech
+from tests.helpers.scripted import Hold, ScriptedEngine, answer, tone
+from tests.helpers.talk_harness import FRAME, Device, Log, Recorder, Talk, Voice
 
 
 async def until(condition) -> None:

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from cli_harness import CLEAN_ENV
-from pty_screen import Terminal
-from realtime_harness import silence, speech, speech_file
-from talk_harness import borders, meter, recorded, status
+from tests.helpers.cli_harness import CLEAN_ENV
+from tests.helpers.pty_screen import Terminal
+from tests.helpers.realtime_harness import silence, speech, speech_file
+from tests.helpers.talk_harness import borders, meter, recorded, status
 
-FAST = Path(__file__).resolve().parent
-RUNNER = str(FAST / "talk_screen_runner.py")
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = str(ROOT / "tests" / "helpers" / "talk_screen_runner.py")
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def talk(tmp_path):
     def start(*args: str, gate: Path | None = None) -> Terminal:
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         env.update({k: v for k, v in CLEAN_ENV.items() if v is not None}, TERM="xterm-256color",
-                   PYTHONPATH=os.pathsep.join([str(FAST), str(FAST.parents[1])]))
+                   PYTHONPATH=str(ROOT))
         for key in (k for k, v in CLEAN_ENV.items() if v is None):
             env.pop(key, None)
         if gate is not None:

@@ -7,8 +7,7 @@ from omnicli.cli.engines import Engines
 from omnicli.engine import packaged
 from omnicli.engine.vllm_models import vllm_model
 from omnicli.errors import UsageError
-
-from cli_harness import ScriptedEngines, omni
+from tests.helpers.cli_harness import ScriptedEngines, omni
 
 
 def refused(*args: str) -> str:
@@ -73,7 +72,7 @@ def test_what_vllm_loads_for_llm(tmp_path, monkeypatch):
 
 
 def test_talk_hands_its_thinker_to_the_session(tmp_path):
-    from realtime_harness import speech_file
+    from tests.helpers.realtime_harness import speech_file
 
     line = refused("talk", "--thinker", "vllm", "--server", "http://127.0.0.1:9", "--input-file", str(speech_file()),
                    "--output-file", str(tmp_path / "said.wav"))

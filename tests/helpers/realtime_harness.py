@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.realtime.transport import LocalTransport
-
-from scripted import ScriptedEngine
+from omnicli.talk.transport import LocalTransport
+from omnicli.turns.scheduler import AnswerScheduler
+from tests.helpers.scripted import ScriptedEngine
 
 SAFETY_S = 10
 """Only so a broken test fails instead of hanging; never reached when the code works."""
@@ -62,9 +62,9 @@ def run(coro):
 class Session:
     """`async with Session(engine) as s`: a started session; `s.seen` holds every event read."""
 
-    def __init__(self, engine: ScriptedEngine | None = None) -> None:
+    def __init__(self, engine: ScriptedEngine | None = None, scheduler: AnswerScheduler | None = None) -> None:
         self.engine = engine or ScriptedEngine()
-        self.transport = LocalTransport(self.engine)
+        self.transport = LocalTransport(self.engine, scheduler)
         self.seen: list[dict] = []
         self._events = None
 

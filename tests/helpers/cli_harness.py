@@ -8,8 +8,7 @@ from typer.testing import CliRunner, Result
 
 from omnicli.cli.engines import EngineChoice, Engines
 from omnicli.cli.main import app
-
-from scripted import ScriptedEngine
+from tests.helpers.scripted import ScriptedEngine
 
 CLEAN_ENV = {
     "OMNI_CONFIG": "/nonexistent/omni/config.toml",

@@ -10,18 +10,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pty_screen import SAFETY_S, Terminal
+from tests.helpers.pty_screen import SAFETY_S, Terminal
 
-FAST = Path(__file__).resolve().parent
-ROOT = FAST.parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import sys
 sys.path[:0] = {paths!r}
-from cli_harness import ScriptedEngines
+from tests.helpers.cli_harness import ScriptedEngines
 from omnicli.engine.base import *
-from scripted import *
-from scripted_tty import gate, until_typed
+from tests.helpers.scripted import *
+from tests.helpers.scripted_tty import gate, until_typed
 from omnicli.cli.main import app
 app(args={args!r}, prog_name="omni", obj=ScriptedEngines({engine}))
 """
@@ -30,13 +29,13 @@ app(args={args!r}, prog_name="omni", obj=ScriptedEngines({engine}))
 def scripted_omni(*args: str, engine: str = "ScriptedEngine()", cols: int = 80, rows: int = 24) -> Terminal:
     """`omni ARGS` over the scripted engine `engine` (Python, with scripted.py's and
     engine.base's names in scope), in cli_harness's clean environment."""
-    from cli_harness import CLEAN_ENV
+    from tests.helpers.cli_harness import CLEAN_ENV
 
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "PYTHONPATH")}
     env.update({k: v for k, v in CLEAN_ENV.items() if v is not None}, TERM="xterm-256color")
     for key in (k for k, v in CLEAN_ENV.items() if v is None):
         env.pop(key, None)
-    code = _CHILD.format(paths=[str(FAST), str(ROOT)], args=list(args), engine=engine)
+    code = _CHILD.format(paths=[str(ROOT)], args=list(args), engine=engine)
     return Terminal([sys.executable, "-c", code], env, rows=rows, cols=cols)
 
 

@@ -12,8 +12,7 @@ import numpy as np
 from omnicli.cli.engines import Engines
 from omnicli.engine.base import Transcript, Voice
 from omnicli.engine.stages import Stages
-
-from scripted import tone
+from tests.helpers.scripted import tone
 
 LLAMA_OPENAPI = {"paths": {p: {} for p in ("/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings")}}
 OMNI_OPENAPI = {"paths": {p: {} for p in ("/v1/models", "/v1/chat/completions", "/v1/audio/speech", "/v1/audio/transcriptions")}}

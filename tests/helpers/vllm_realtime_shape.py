@@ -1,6 +1,6 @@
 """vLLM-Omni's turn-based `/v1/realtime` handler (PR 8339, `realtime/connection.py` on its main
 branch) as its wire shows it, with any omni `Engine` behind it: a stand-in for a server that needs a
-GPU, written from the reference's semantics (shared/reference/vllm_omni_realtime_connection.py.txt).
+GPU, written from that file's semantics.
 
 What a client meets there and nowhere in omni's own server:
 - `session.updated` never carries `turn_detection`: server VAD is dropped from the update (there is

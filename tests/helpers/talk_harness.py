@@ -10,14 +10,13 @@ import time
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.realtime.duplex_client import DuplexOptions, DuplexTalkClient
-from omnicli.realtime.duplex_client_link import Backoff, DuplexLink
-from omnicli.realtime.duplex_presets import PRESETS
-from omnicli.realtime.speakers import FileSpeaker
-from omnicli.realtime.talk import TalkClient, TalkOptions
-from omnicli.realtime.transport import LocalTransport
-
-from scripted import ScriptedEngine
+from omnicli.talk.client import TalkClient, TalkOptions
+from omnicli.talk.duplex.client import DuplexOptions, DuplexTalkClient
+from omnicli.talk.duplex.link import Backoff, DuplexLink
+from omnicli.talk.duplex.presets import PRESETS
+from omnicli.talk.speakers import FileSpeaker
+from omnicli.talk.transport import LocalTransport
+from tests.helpers.scripted import ScriptedEngine
 
 FRAME = SPEECH_RATE * 40 // 1000
 

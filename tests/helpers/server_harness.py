@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import httpx
 
 from omnicli.server.app import create_app
-
-from scripted import ScriptedEngine
+from tests.helpers.scripted import ScriptedEngine
 
 
 def serve(engine: ScriptedEngine | None = None, **options) -> tuple[httpx.AsyncClient, object]:

@@ -127,7 +127,7 @@ class ScriptedEngine(Engine):
         self.preloaded += 1
 
     def loaded(self) -> dict[str, str]:
-        return {"scripted": "tests/fast/scripted.py"}
+        return {"scripted": "tests/helpers/scripted.py"}
 
     async def aclose(self) -> None:
         self.closed += 1

@@ -18,8 +18,7 @@ import numpy as np
 
 from omnicli.engine.base import AudioDelta, TextDelta, TranscriptDelta
 from omnicli.errors import OmniError
-
-from scripted import Hold, ScriptedEngine, answer, tone
+from tests.helpers.scripted import Hold, ScriptedEngine, answer, tone
 
 STORY = [TextDelta("Once upon a time, a knight rode out. "), AudioDelta(tone(0.5)), TextDelta("He never came back."), Hold()]
 """An answer that never finishes: whatever is still coming when the user speaks is cut off."""
@@ -61,8 +60,7 @@ def cli(script: str, args: list[str]) -> int:
     import typer
 
     from omnicli.cli.main import app
-
-    from cli_harness import ScriptedEngines
+    from tests.helpers.cli_harness import ScriptedEngines
 
     try:
         code = app(args=args, obj=ScriptedEngines(SCRIPTS[script]()), prog_name="omni", standalone_mode=False)
@@ -74,11 +72,10 @@ def cli(script: str, args: list[str]) -> int:
 async def ptt(script: str, clip: str) -> int:
     from omnicli.audio.formats import decode
     from omnicli.cli.talk import converse
-    from omnicli.realtime.talk import TalkOptions
-    from omnicli.realtime.transport import LocalTransport
-    from omnicli.realtime.view import EventLog
-
-    from talk_harness import LoopedVoice, PacedSpeaker
+    from omnicli.talk.client import TalkOptions
+    from omnicli.talk.transport import LocalTransport
+    from omnicli.talk.view import EventLog
+    from tests.helpers.talk_harness import LoopedVoice, PacedSpeaker
 
     if clip == "silence":
         samples = np.zeros(24000, np.float32)

@@ -1,6 +1,6 @@
 """vLLM-Omni's duplex lane (`/v1/realtime?duplex=1`) as MiniCPM-o 4.5 serves it, seen from the
 wire: a stand-in for a server that needs a GPU, written from the contract's semantics
-(shared/reference/vllm_omni_realtime_duplex_api.md.txt), for `omni talk --duplex`'s tests.
+(vLLM-Omni's docs/serving/realtime_duplex_api.md), for `omni talk --duplex`'s tests.
 
 What a client meets there:
 - the session opens with `session.update` (16 kHz PCM16 in); one without `ref_audio` is refused in

@@ -1,0 +1,1 @@
+"""The acceptance layer: real models, real servers and clients, PulseAudio devices."""

@@ -1,0 +1,1 @@
+"""The fast layer: exact tests on a scripted engine and in-memory transports."""
