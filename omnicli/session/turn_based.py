@@ -7,8 +7,9 @@ lives on; unsupported session fields are dropped; only 24 kHz PCM16 audio is acc
 (Silero) and semantic VAD (Smart Turn, which vLLM-Omni refuses) commit turns, answer, and
 interrupt a response when the user speaks.
 
-This module only coordinates: `events` parses and checks, `settings` keeps the configuration,
-`input_buffer` holds the audio and hears turns, `responses` runs one answer.
+This module adapts the wire: `client_events` parses and checks, `settings` keeps the
+configuration, `turns.input_buffer` holds the audio and hears turns, `core` keeps the
+conversation and the running answer, `responses` runs one answer.
 """
 
 import asyncio
@@ -35,8 +36,9 @@ from omnicli.audio.pcm import pcm16_to_float
 from omnicli.engine.base import Engine
 from omnicli.errors import EventError, OmniError
 from omnicli.session.client_events import ClientEvent, parse
-from omnicli.session.conversation import Conversation, Item, new_id
-from omnicli.session.responses import Response, read_ahead
+from omnicli.session.conversation import Item, new_id
+from omnicli.session.core import ConversationCore, carry_out
+from omnicli.session.responses import Response
 from omnicli.session.settings import SessionSettings, with_served_voice
 from omnicli.turns.input_buffer import InputBuffer, decode_pcm16
 from omnicli.turns.modes import Detection
@@ -65,14 +67,13 @@ class RealtimeSession:
         self._one_event_at_a_time = asyncio.Lock()
         self.id = new_id("sess")
         self.expires_at = int(time.time()) + 3600
-        self.conversation = Conversation()
         self.settings = SessionSettings(model_id)
-        self.input = InputBuffer(engine, self._one_event_at_a_time, self._turns, scheduler)
-        self.input.on_heard(self._read_ahead)
-        self._speech_item_id: str | None = None
-        self._response: asyncio.Task | None = None
-        self._current: Response | None = None
         self._closed = False
+        self.core = ConversationCore(engine, self.settings, scheduler, lambda: self._closed)
+        self.conversation = self.core.conversation
+        self.input = InputBuffer(engine, self._one_event_at_a_time, self._turns, scheduler)
+        self.input.on_heard(self.core.read_ahead)
+        self._speech_item_id: str | None = None
 
     # ---- transport side ------------------------------------------------------------------
 
@@ -85,15 +86,7 @@ class RealtimeSession:
         """Carry out one client event (a JSON text); every failure becomes an `error` event.
         Events are carried out one at a time, in the order they came."""
         async with self._one_event_at_a_time:
-            event: ClientEvent | None = None
-            try:
-                event = parse(text) if len(text) <= _PARSE_INLINE_CHARS else await asyncio.to_thread(parse, text)
-                await self._dispatch(event)
-            except EventError as exc:
-                await self.error(str(exc), exc.code, event_id=event and event.event_id, param=exc.param)
-            except Exception as exc:  # noqa: BLE001 - the session must outlive any one event
-                log.exception("realtime: event failed")
-                await self.error(f"internal error: {exc}", "server_error", event_id=event and event.event_id, kind="server_error")
+            await carry_out(text, _parse, self._dispatch, lambda event: event.event_id, self.error)
 
     async def close(self) -> None:
         """End the session: no more events out, and any answer in progress is cancelled."""
@@ -113,8 +106,9 @@ class RealtimeSession:
                 log.debug("realtime: cannot send %s: %s", kind, exc)
                 self._closed = True
 
-    async def error(self, message: str, code: str, *, event_id=None, param=None, kind="invalid_request_error") -> None:
+    async def error(self, message: str, code: str, *, event_id=None, param=None) -> None:
         """Send an `error` event; the session goes on."""
+        kind = "server_error" if code == "server_error" else "invalid_request_error"
         await self.emit("error", error={"type": kind, "code": code, "message": message, "param": param, "event_id": event_id})
 
     async def _dispatch(self, event: ClientEvent) -> None:
@@ -140,15 +134,16 @@ class RealtimeSession:
                     raise EventError(f"no item with id '{item_id}'", "item_not_found", param="item_id")
                 await self.emit("conversation.item.deleted", item_id=item_id)
             case ConversationItemRetrieveEvent(item_id=item_id):
-                await self.emit("conversation.item.retrieved", item=self._item(item_id).wire)
+                await self.emit("conversation.item.retrieved", item=self.core.item(item_id).wire)
             case ConversationItemTruncateEvent():
                 await self._truncate(event.model)
             case ResponseCreateEvent():
                 await self._start_response(raw.get("response") or {})
             case ResponseCancelEvent(response_id=response_id):
-                if self._response is None:
+                current = self.core.current
+                if self.core.task is None:
                     raise EventError("there is no response to cancel", "response_cancel_not_active")
-                if response_id is not None and self._current is not None and response_id != self._current.id:
+                if response_id is not None and current is not None and response_id != current.id:
                     raise EventError(f"response '{response_id}' is not the one running", "response_not_found", param="response_id")
                 await self._cancel_response("client_cancelled")
 
@@ -180,7 +175,7 @@ class RealtimeSession:
                 self.input.drop_before(turn.ms)
                 self._speech_item_id = new_id("item")
                 await self.emit("input_audio_buffer.speech_started", audio_start_ms=turn.ms, item_id=self._speech_item_id)
-                if detection and detection["interrupt_response"] and self._response is not None:
+                if detection and detection["interrupt_response"] and self.core.task is not None:
                     await self._cancel_response("turn_detected")
             else:
                 item_id = self._speech_item_id or new_id("item")
@@ -193,43 +188,22 @@ class RealtimeSession:
         self.input.settle()
 
     async def _commit(self, item_id: str) -> None:
-        committed = await self.input.commit()
-        heard = committed.transcript
-        wire = {"id": item_id, "type": "message", "object": "realtime.item", "role": "user", "status": "completed",
-                "content": [{"type": "input_audio", "transcript": heard}]}
-        item = Item(wire, audio=committed.samples if heard is None else None, transcript=heard)
+        item, samples = await self.core.commit_turn(self.input, item_id)
         previous = self.conversation.insert(item)
         await self.emit("input_audio_buffer.committed", item_id=item_id, previous_item_id=previous)
-        await self._announce_item(wire, previous)
-        if heard is not None:
-            await self._transcribed(item, heard, len(committed.samples) / SPEECH_RATE)
-
-    async def _read_ahead(self, transcript: str) -> None:
-        """A turn heard before its commit: the engine may read the prompt its answer would have
-        (the default instructions, the conversation, these words) while the user is still quiet,
-        and begin the answer when this is the process's one talker."""
-        if self._response is None and not self._closed:
-            await read_ahead(self.engine, self.conversation, self.settings, transcript, begin_answer=self.scheduler.one_talker())
+        await self._announce_item(item.wire, previous)
+        if item.transcript is not None:
+            await self._transcribed(item, item.transcript, len(samples) / SPEECH_RATE)
 
     async def _heard(self, item: Item, transcript: str) -> None:
         """The engine heard a user item's audio: keep the words, drop the audio."""
-        seconds = len(item.audio) / SPEECH_RATE if item.audio is not None else 0.0
-        item.transcript = transcript
-        item.wire["content"][0]["transcript"] = transcript
-        item.audio = None
-        await self._transcribed(item, transcript, seconds)
+        await self._transcribed(item, transcript, self.core.heard(item, transcript))
 
     async def _transcribed(self, item: Item, transcript: str, seconds: float) -> None:
         await self.emit("conversation.item.input_audio_transcription.completed", item_id=item.id,
                         content_index=0, transcript=transcript, usage={"type": "duration", "seconds": seconds})
 
     # ---- conversation items --------------------------------------------------------------
-
-    def _item(self, item_id: str) -> Item:
-        item = self.conversation.find(item_id)
-        if item is None:
-            raise EventError(f"no item with id '{item_id}'", "item_not_found", param="item_id")
-        return item
 
     async def _announce_item(self, wire: dict, previous: str | None) -> None:
         for kind in ("conversation.item.added", "conversation.item.done"):
@@ -239,24 +213,17 @@ class RealtimeSession:
         wire = copy.deepcopy(item)
         if wire.get("type") != "message":
             raise EventError(f"only message items are supported, not '{wire.get('type')}'", "unsupported_item_type", param="item.type")
-        wire.setdefault("id", new_id("item"))
-        wire["object"], wire["status"] = "realtime.item", "completed"
-        if self.conversation.find(wire["id"]):
-            raise EventError(f"an item with id '{wire['id']}' already exists", "item_exists", param="item.id")
         audio = None
         for part in wire.get("content", []):
             if part.get("type") == "input_audio" and part.get("audio"):
                 data = await asyncio.to_thread(decode_pcm16, part.pop("audio"), "item.content.audio")
                 audio = await asyncio.to_thread(pcm16_to_float, data)
                 part.setdefault("transcript", None)
-        try:
-            previous = self.conversation.insert(Item(wire, audio=audio), previous_item_id)
-        except KeyError:
-            raise EventError(f"previous_item_id '{previous_item_id}' is not in the conversation", "item_not_found") from None
+        previous = self.core.insert_created(wire, previous_item_id, audio)
         await self._announce_item(wire, previous)
 
     async def _truncate(self, event: ConversationItemTruncateEvent) -> None:
-        item = self._item(event.item_id)
+        item = self.core.item(event.item_id)
         if item.role != "assistant" or not item.audio_samples:
             raise EventError("only an assistant item with audio can be truncated", "invalid_value", param="item_id")
         index, end_ms = event.content_index, event.audio_end_ms
@@ -271,31 +238,11 @@ class RealtimeSession:
 
     async def _start_response(self, options: dict, replaces_because: str = "client_cancelled") -> None:
         await self._cancel_response(replaces_because)
-        response = Response(self.engine, self.conversation, self.settings, options, self.emit, self._heard,
-                            scheduler=self.scheduler)
-        await response.begin()
-        if not self._closed:
-            self._current = response
-            self._response = asyncio.create_task(self._run(response))
-
-    async def _run(self, response: Response) -> None:
-        try:
-            await response.run()
-        finally:
-            if self._response is asyncio.current_task():
-                self._response, self._current = None, None
+        await self.core.start(Response(self.engine, self.conversation, self.settings, options, self.emit, self._heard,
+                                       scheduler=self.scheduler))
 
     async def _cancel_response(self, reason: str) -> None:
-        """Cancel the running response; its `response.done` says `cancelled` and why. Closing
-        events already under way are waited for, not cut short."""
-        task, response = self._response, self._current
-        self._response, self._current = None, None
-        if task is None or response is None:
-            return
-        if not response.finishing:
-            task.cancel(reason)
-        await asyncio.gather(task, return_exceptions=True)
-        await response.finish("cancelled", reason)  # only if it was cancelled before it began to run
+        await self.core.cancel(reason)
 
 
 async def _smart_turn_ready() -> None:
@@ -307,3 +254,8 @@ async def _smart_turn_ready() -> None:
     except OmniError as exc:
         raise EventError(f"semantic_vad is not available: {exc}", "unsupported_feature",
                          param="session.audio.input.turn_detection.type") from None
+
+
+async def _parse(text: str) -> ClientEvent:
+    """A client event, parsed on the loop when small and in a worker thread when large (audio)."""
+    return parse(text) if len(text) <= _PARSE_INLINE_CHARS else await asyncio.to_thread(parse, text)

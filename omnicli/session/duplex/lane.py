@@ -7,35 +7,30 @@ speech barges in). `playback.ack` keeps history to what was heard. `epoch` advan
 cancel, clear and barge-in. Surviving the socket (journal, resume, lease) is `duplex_life`'s.
 """
 
-import asyncio
-import base64
 import copy
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import Engine
 from omnicli.errors import EventError
 from omnicli.protocol.duplex import (
-    CLIENT_ALIASES,
     ClientEvent,
     ErrorCode,
     OverlapAction,
     ServerEvent,
     playback,
 )
-from omnicli.session.conversation import Conversation, Item, new_id
+from omnicli.session.conversation import Item, new_id
+from omnicli.session.core import ConversationCore, carry_out
 from omnicli.session.duplex import overlap as duplex_overlap
 from omnicli.session.duplex.config import DuplexConfig, apply, input_encoding
+from omnicli.session.duplex.items import ItemEvents
 from omnicli.session.duplex.lifeline import Attachment, Lifeline
-from omnicli.session.duplex.playback import Ledger
+from omnicli.session.duplex.playback import Ledger, Ledgers
 from omnicli.session.duplex.streamed_answer import DuplexResponse
-from omnicli.session.responses import read_ahead
+from omnicli.session.duplex.wire import f32le_as_pcm16, parse_event
 from omnicli.session.settings import SERVER_VAD_DEFAULTS, SessionSettings, with_served_voice
 from omnicli.turns.continuous import DuplexInput, Heard, sounds_finished
 from omnicli.turns.scheduler import AnswerScheduler
@@ -43,7 +38,6 @@ from omnicli.turns.vad import TurnEvent
 
 log = logging.getLogger("omni")
 
-_PARSE_INLINE_CHARS = 64 * 1024
 _PADDING_MS = 300
 """Speech starts are reported this much early (the turn's prefix padding)."""
 
@@ -64,13 +58,12 @@ class DuplexSession(Lifeline):
         if not semantic:
             self.config.turn_detection = dict(SERVER_VAD_DEFAULTS)
         self.settings = SessionSettings(model_id)
-        self.conversation = Conversation()
+        self.core = ConversationCore(engine, self.settings, scheduler, lambda: self.closed)
+        self.conversation = self.core.conversation
         self.input = DuplexInput(engine, self._lock, self._late_turns, scheduler)
         self.input.on_heard(self._read_ahead)
-        self._response: asyncio.Task | None = None
-        self._current: DuplexResponse | None = None
-        self._ledgers: dict[str, Ledger] = {}
-        self._last_ledger: Ledger | None = None
+        self.ledgers = Ledgers()
+        self.items = ItemEvents(self.core, self.ledgers, self.emit, self._meta)
         self._speech_item_id: str | None = None
         self._typed: list[str] = []
         """`input.text.append`: text joined to the open input item, committed with it."""
@@ -109,7 +102,7 @@ class DuplexSession(Lifeline):
         """The session as `session.created` and `session.updated` show it, with its current turn state."""
         values, config = self.settings.values, self.config
         output = values["audio"]["output"]
-        active = self._current.id if self._current is not None else None
+        active = self.core.current.id if self.core.current is not None else None
         rate = config.input_rate
         return {
             "object": "realtime.session", "type": "realtime", "id": self.id, "model": values["model"], "state": "open",
@@ -125,7 +118,7 @@ class DuplexSession(Lifeline):
             "idle_timeout_s": config.idle_timeout_s, "overlap_policy": config.overlap.policy.value,
             "overlap_short_ack_ms": config.overlap.short_ack_ms, "overlap_barge_in_ms": config.overlap.barge_in_ms,
             "playback_commit_policy": config.playback_commit_policy.value,
-            "playback": self._last_ledger.snapshot() if self._last_ledger else playback(),
+            "playback": self.ledgers.last.snapshot() if self.ledgers.last else playback(),
             "extra_body": {**config.extra_body, "auto_response": config.auto_response},
             "capabilities": self.capabilities,
         }
@@ -138,15 +131,7 @@ class DuplexSession(Lifeline):
             return
         self._touch()
         async with self._lock:
-            event: dict | None = None
-            try:
-                event = await _parse(text)
-                await self._dispatch(event)
-            except EventError as exc:
-                await self.error(str(exc), exc.code, event_id=event and event.get("event_id"), param=exc.param)
-            except Exception as exc:  # noqa: BLE001 - the session must outlive any one event
-                log.exception("duplex: event failed")
-                await self.error(f"internal error: {exc}", ErrorCode.SERVER_ERROR, event_id=event and event.get("event_id"))
+            await carry_out(text, parse_event, self._dispatch, lambda event: event.get("event_id"), self.error)
 
     async def _dispatch(self, event: dict) -> None:
         kind = event["type"]
@@ -187,7 +172,7 @@ class DuplexSession(Lifeline):
             case ClientEvent.RESPONSE_CREATE:
                 await self._start_response(event.get("response") or {}, replaces_because="new_response")
             case ClientEvent.RESPONSE_CANCEL:
-                if self._response is None:
+                if self.core.task is None:
                     raise EventError("there is no response to cancel", "response_cancel_not_active")
                 self.epoch += 1
                 await self._cancel_response("client_cancelled")
@@ -201,9 +186,9 @@ class DuplexSession(Lifeline):
                     raise EventError("turn.signal supports event 'barge_in'", ErrorCode.INVALID_EVENT, param="event")
                 await self._barge_in("client_signal")
             case ClientEvent.PLAYBACK_ACK:
-                await self._playback_ack(event)
+                await self.items.playback_ack(event)
             case ClientEvent.ITEM_CREATE | ClientEvent.ITEM_RETRIEVE | ClientEvent.ITEM_DELETE | ClientEvent.ITEM_TRUNCATE:
-                await self._item_event(kind, event)
+                await self.items.handle(kind, event)
             case _:
                 raise EventError(f"unsupported event type '{kind}'", ErrorCode.UNKNOWN_EVENT, param="type")
 
@@ -220,7 +205,7 @@ class DuplexSession(Lifeline):
             raise EventError("input_audio_buffer.append needs base64 'audio'", ErrorCode.INVALID_EVENT, param="audio")
         rate = event.get("sample_rate_hz") or self.config.input_rate
         if (input_encoding(event.get("format"), "format") or self.config.input_format) == "pcm_f32le":
-            audio = _f32le_as_pcm16(audio)
+            audio = f32le_as_pcm16(audio)
         await self._listened(await self.input.hear(audio, rate))
 
     async def _late_turns(self, turns: list[TurnEvent]) -> None:
@@ -229,7 +214,7 @@ class DuplexSession(Lifeline):
 
     async def _listened(self, heard: Heard) -> None:
         """What the input buffer heard: pauses that ended no turn, turns started and ended."""
-        if heard.unfinished_pauses and self._overlap_from is None and self._response is None:
+        if heard.unfinished_pauses and self._overlap_from is None and self.core.task is None:
             await self._listen("turn_incomplete")
         for turn in heard.turns:
             if turn.kind == "started":
@@ -313,28 +298,24 @@ class DuplexSession(Lifeline):
                 await self._listen("turn_incomplete")
 
     async def _commit_item(self, item_id: str):
-        committed = await self.input.commit()
-        heard = committed.transcript
-        content = [{"type": "input_audio", "transcript": heard}]
-        item = Item(self._user_item(item_id, content), audio=committed.samples if heard is None else None, transcript=heard)
+        """The buffered speech as a user item, with what was typed beside it (`input.text.append`)."""
+        item, samples = await self.core.commit_turn(self.input, item_id, self._take_typed())
         await self._commit_user(item)
-        return item, committed.samples
+        return item, samples
 
     async def _commit_typed_item(self, item_id: str) -> None:
-        await self._commit_user(Item(self._user_item(item_id, [])))
+        await self._commit_user(Item({"id": item_id, "type": "message", "object": "realtime.item", "role": "user",
+                                      "status": "completed", "content": self._take_typed()}))
 
-    def _user_item(self, item_id: str, content: list[dict]) -> dict:
-        """A user item's wire shape: what was said, then what was typed beside it (`input.text.append`)."""
-        if self._typed:
-            content = [*content, {"type": "input_text", "text": " ".join(self._typed)}]
-            self._typed = []
-        return {"id": item_id, "type": "message", "object": "realtime.item", "role": "user", "status": "completed",
-                "content": content}
+    def _take_typed(self) -> list[dict]:
+        """What was typed since the last turn, as one text part (none if nothing was)."""
+        typed, self._typed = self._typed, []
+        return [{"type": "input_text", "text": " ".join(typed)}] if typed else []
 
     async def _commit_user(self, item: Item) -> None:
         self.turn_id += 1
         previous = self.conversation.insert(item)
-        deferred = self._response is not None
+        deferred = self.core.task is not None
         for kind in (ServerEvent.ITEM_ADDED, ServerEvent.ITEM_CREATED):
             await self.emit(kind, previous_item_id=previous, item=copy.deepcopy(item.wire))
         await self.emit(ServerEvent.INPUT_COMMITTED, previous_item_id=previous, item_id=item.id, event={
@@ -347,13 +328,11 @@ class DuplexSession(Lifeline):
     async def _read_ahead(self, transcript: str) -> None:
         """A turn heard before the server or the client ended it: the engine reads it ahead, and with
         one talker begins the answer (as the turn-based session does)."""
-        if self._response is None and not self.closed and not self._typed:
-            await read_ahead(self.engine, self.conversation, self.settings, transcript, begin_answer=self.scheduler.one_talker())
+        if not self._typed:
+            await self.core.read_ahead(transcript)
 
     async def _heard(self, item: Item, transcript: str) -> None:
-        item.transcript = transcript
-        item.wire["content"][0]["transcript"] = transcript
-        item.audio = None
+        self.core.heard(item, transcript)
         await self._transcribed(item, transcript)
 
     async def _transcribed(self, item: Item, transcript: str) -> None:
@@ -363,43 +342,35 @@ class DuplexSession(Lifeline):
 
     def _audible_response(self) -> str | None:
         """The answer the user hears now: the one running, or the last one still playing."""
-        if self._current is not None:
-            return self._current.id
-        ledger = self._last_ledger
-        return ledger.response_id if ledger is not None and ledger.audible() else None
+        if self.core.current is not None:
+            return self.core.current.id
+        return self.ledgers.audible_response()
 
     async def _respond(self) -> None:
         """Answer the user's turn now, or after the answer that is running."""
-        if self._response is not None:
+        if self.core.task is not None:
             self._deferred = True
         else:
             await self._start_response({})
 
     async def _start_response(self, options: dict, replaces_because: str | None = None) -> None:
-        if replaces_because is not None and self._response is not None:
+        if replaces_because is not None and self.core.task is not None:
             self.epoch += 1
             await self._cancel_response(replaces_because)
 
         def ledger(response: DuplexResponse) -> Ledger:
-            made = Ledger(response.id, response.item, self.config.playback_commit_policy, response.speaks)
-            self._ledgers[response.id] = self._ledgers[response.item.id] = self._last_ledger = made
-            return made
+            return self.ledgers.open(response.id, response.item, self.config.playback_commit_policy, response.speaks)
 
-        response = DuplexResponse(self.engine, self.conversation, self.settings, options, self._response_event, self._heard,
-                                  ledger=ledger, meta=self._meta, scheduler=self.scheduler)
-        self._current = response
-        await response.begin()
-        if self.closed:
-            self._current = None
-            return
-        self._response = asyncio.create_task(self._run(response))
+        await self.core.start(DuplexResponse(self.engine, self.conversation, self.settings, options, self._response_event,
+                                             self._heard, ledger=ledger, meta=self._meta, scheduler=self.scheduler),
+                              after=self._answered)
 
     async def _response_event(self, kind: str, **fields) -> None:
         """A turn-based response event in the duplex shape."""
         response = fields.get("response")
         if kind in (ServerEvent.RESPONSE_CREATED, ServerEvent.RESPONSE_DONE) and isinstance(response, dict):
             fields["response_id"] = response["id"]
-            ledger = self._ledgers.get(response["id"])
+            ledger = self.ledgers.get(response["id"])
             raw = {"type": kind, **self._meta(), "response_id": response["id"], "turn_id": self.turn_id}
             if kind == ServerEvent.RESPONSE_DONE and ledger is not None:
                 ledger.finished()
@@ -411,31 +382,20 @@ class DuplexSession(Lifeline):
         elif kind == ServerEvent.RESPONSE_DONE:
             await self.emit(ServerEvent.RATE_LIMITS, rate_limits=[])
 
-    async def _run(self, response: DuplexResponse) -> None:
-        try:
-            await response.run()
-        finally:
-            if self._response is asyncio.current_task():
-                self._response, self._current = None, None
-                if self._deferred and not self.closed:
-                    self._deferred = False
-                    self._spawn(self._deferred_response())
+    def _answered(self) -> None:
+        """An answer ended by itself: a turn that waited for it is answered now."""
+        if self._deferred and not self.closed:
+            self._deferred = False
+            self._spawn(self._deferred_response())
 
     async def _deferred_response(self) -> None:
         async with self._lock:
-            if self._response is None and not self.closed:
+            if self.core.task is None and not self.closed:
                 await self._start_response({})
 
     async def _cancel_response(self, reason: str) -> str | None:
-        task, response = self._response, self._current
-        self._response, self._current, self._deferred = None, None, False
-        if task is None or response is None:
-            return None
-        if not response.finishing:
-            task.cancel(reason)
-        await asyncio.gather(task, return_exceptions=True)
-        await response.finish("cancelled", reason)
-        return response.id
+        self._deferred = False
+        return await self.core.cancel(reason)
 
     async def _barge_in(self, source: str | None) -> None:
         """The user takes the turn: stop the audio, cancel the answer; the epoch advances."""
@@ -449,109 +409,6 @@ class DuplexSession(Lifeline):
         if target is not None:
             await self.emit(ServerEvent.OUTPUT_AUDIO_CLEARED, response_id=target)
         await self._cancel_response("barge_in")
-        if self._last_ledger is not None and self._last_ledger.response_id == target:
-            self._last_ledger.stopped()
-
-    # ---- playback and items ----------------------------------------------------------------
-
-    def _ledger_for(self, event: dict) -> Ledger:
-        name = event.get("response_id") or event.get("item_id")
-        ledger = self._ledgers.get(name) if name else self._last_ledger
-        if ledger is None:
-            raise EventError(f"no response '{name}' to acknowledge" if name else "no response to acknowledge",
-                             "response_not_found", param="response_id")
-        return ledger
-
-    async def _playback_ack(self, event: dict) -> None:
-        played = event.get("played_ms")
-        if isinstance(played, bool) or not isinstance(played, (int, float)) or played < 0:
-            raise EventError("played_ms must be a non-negative number", ErrorCode.INVALID_EVENT, param="played_ms")
-        ledger = self._ledger_for(event)
-        truncate = bool(event.get("truncate"))
-        ledger.ack(int(played), truncate)
-        if truncate:
-            _cut_audio(ledger)
-        await self.emit(ServerEvent.PLAYBACK_ACKNOWLEDGED, event={
-            "type": ServerEvent.PLAYBACK_ACKNOWLEDGED.value, **self._meta(), "response_id": ledger.response_id,
-            "item_id": ledger.item.id, "played_ms": ledger.played_ms, "committed_ms": ledger.committed_ms,
-            "truncate": truncate, "playback": ledger.snapshot(), "history_committed": ledger.history_committed})
-
-    async def _item_event(self, kind: str, event: dict) -> None:
-        item_id = event.get("item_id")
-        if kind == ClientEvent.ITEM_CREATE:
-            await self._create_item(event)
-            return
-        item = self.conversation.find(item_id) if isinstance(item_id, str) else None
-        if item is None:
-            raise EventError(f"no item with id '{item_id}'", "item_not_found", param="item_id")
-        if kind == ClientEvent.ITEM_RETRIEVE:
-            await self.emit(ServerEvent.ITEM_RETRIEVED, item=copy.deepcopy(item.wire))
-        elif kind == ClientEvent.ITEM_DELETE:
-            self.conversation.delete(item.id)
-            await self.emit(ServerEvent.ITEM_DELETED, item_id=item.id, event=event)
-        else:
-            ledger = self._ledgers.get(item.id)
-            end_ms = event.get("audio_end_ms")
-            if ledger is None or isinstance(end_ms, bool) or not isinstance(end_ms, int) or not 0 <= end_ms <= ledger.generated_ms:
-                raise EventError("truncate needs an assistant item with audio and audio_end_ms within it", "invalid_value",
-                                 param="audio_end_ms")
-            ledger.ack(end_ms, True)
-            _cut_audio(ledger)
-            await self.emit(ServerEvent.ITEM_TRUNCATED, item_id=item.id, content_index=event.get("content_index", 0),
-                            audio_end_ms=end_ms, event=event)
-
-    async def _create_item(self, event: dict) -> None:
-        wire = copy.deepcopy(event.get("item"))
-        if not isinstance(wire, dict) or wire.get("type") != "message" or wire.get("role") not in ("user", "assistant", "system"):
-            raise EventError("only message items (user, assistant, system) are supported", "unsupported_item_type", param="item")
-        parts = wire.get("content") or []
-        if not isinstance(parts, list) or any(not isinstance(p, dict) or p.get("type") not in ("input_text", "text", "output_text")
-                                               for p in parts):
-            raise EventError("item content must be text parts here", "unsupported_item_type", param="item.content")
-        wire.setdefault("id", new_id("item"))
-        wire["object"], wire["status"] = "realtime.item", "completed"
-        if self.conversation.find(wire["id"]):
-            raise EventError(f"an item with id '{wire['id']}' already exists", "item_exists", param="item.id")
-        try:
-            previous = self.conversation.insert(Item(wire), event.get("previous_item_id"))
-        except KeyError:
-            raise EventError("previous_item_id is not in the conversation", "item_not_found", param="previous_item_id") from None
-        for kind in (ServerEvent.ITEM_ADDED, ServerEvent.ITEM_CREATED, ServerEvent.ITEM_DONE):
-            await self.emit(kind, previous_item_id=previous, item=copy.deepcopy(wire), event={"type": event["type"]})
-
-
-def _cut_audio(ledger: Ledger) -> None:
-    """The item keeps only the audio that was played (conversation.item.retrieve shows it)."""
-    item, end = ledger.item, ledger.truncated_at or 0
-    item.audio_samples = min(item.audio_samples, end * SPEECH_RATE // 1000)
-    item.spoken = [(at, words) for at, words in item.spoken if at <= item.audio_samples]
-
-
-
-def _f32le_as_pcm16(audio: str) -> str:
-    """An append in 32-bit float (`format: pcm_f32le`) as the PCM16 the listener reads."""
-    try:
-        raw = base64.b64decode(audio, validate=True)
-    except ValueError:
-        raise EventError("'audio' is not valid base64", ErrorCode.INVALID_EVENT, param="audio") from None
-    if len(raw) % 4:
-        raise EventError("pcm_f32le audio must be whole 4-byte samples", ErrorCode.INVALID_EVENT, param="audio")
-    return base64.b64encode(float_to_pcm16(np.frombuffer(raw, "<f4"))).decode()
-
-
-async def _parse(text: str) -> dict:
-    try:
-        raw = json.loads(text) if len(text) <= _PARSE_INLINE_CHARS else await asyncio.to_thread(json.loads, text)
-    except (ValueError, RecursionError):
-        raise EventError("the event is not valid JSON", "invalid_json") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-        raise EventError("an event is a JSON object with a string 'type'", ErrorCode.INVALID_EVENT)
-    alias = CLIENT_ALIASES.get(raw["type"])
-    if alias is not None:
-        raw["type"] = alias.value
-    return raw
-
-
-async def parse_first(text: str) -> dict:
-    """The first event on a socket (the handshake), parsed the same way."""
-    return await _parse(text)
+        last = self.ledgers.last
+        if last is not None and last.response_id == target:
+            last.stopped()

@@ -11,6 +11,7 @@ real time from the first audio delta: that is how the server knows the assistant
 import time
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.errors import EventError
 from omnicli.protocol.duplex import PlaybackCommitPolicy, playback
 from omnicli.session.conversation import Item, heard_text
 
@@ -98,3 +99,41 @@ class Ledger:
         self.committed_ms = keep
         if keep < self.generated_ms or self.policy == PlaybackCommitPolicy.ACK_ONLY:
             content[0]["transcript"] = heard_text(Item({}, spoken=list(self._spoken)), keep)
+
+
+class Ledgers:
+    """The ledgers of a duplex session's answers, found by response id or item id, and the last one."""
+
+    def __init__(self) -> None:
+        self._named: dict[str, Ledger] = {}
+        self.last: Ledger | None = None
+
+    def open(self, response_id: str, item: Item, policy: PlaybackCommitPolicy, speaks: bool) -> Ledger:
+        """A new answer's ledger; it becomes the last one."""
+        made = Ledger(response_id, item, policy, speaks)
+        self._named[response_id] = self._named[item.id] = self.last = made
+        return made
+
+    def get(self, name: str) -> Ledger | None:
+        """The ledger of the answer (or its item) named `name`."""
+        return self._named.get(name)
+
+    def acknowledged(self, event: dict) -> Ledger:
+        """The ledger a `playback.ack` names (by response or item id; else the last answer)."""
+        name = event.get("response_id") or event.get("item_id")
+        ledger = self._named.get(name) if name else self.last
+        if ledger is None:
+            raise EventError(f"no response '{name}' to acknowledge" if name else "no response to acknowledge",
+                             "response_not_found", param="response_id")
+        return ledger
+
+    def audible_response(self) -> str | None:
+        """The last answer's id while the client is (probably) still playing it."""
+        return self.last.response_id if self.last is not None and self.last.audible() else None
+
+
+def keep_played(ledger: Ledger) -> None:
+    """The item keeps only the audio that was played (conversation.item.retrieve shows it)."""
+    item, end = ledger.item, ledger.truncated_at or 0
+    item.audio_samples = min(item.audio_samples, end * SPEECH_RATE // 1000)
+    item.spoken = [(at, words) for at, words in item.spoken if at <= item.audio_samples]

@@ -20,8 +20,9 @@ from omnicli.protocol.duplex import (
     realtime_error,
 )
 from omnicli.session.conversation import new_id
-from omnicli.session.duplex.lane import DuplexSession, parse_first
+from omnicli.session.duplex.lane import DuplexSession
 from omnicli.session.duplex.lifeline import Attachment, Lifeline
+from omnicli.session.duplex.wire import parse_event
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.vad import CHUNK, VAD_RATE
 
@@ -84,7 +85,7 @@ class DuplexRegistry:
     async def connect(self, attachment: Attachment, first: str, query: dict[str, str]) -> DuplexSession | None:
         """Carry out a socket's first event; the session it is attached to, or None (refused, closed)."""
         try:
-            event = await parse_first(first)
+            event = await parse_event(first)
         except EventError as exc:
             return await self._refuse(attachment, handshake_error(exc.code, str(exc)))
         kind = event["type"]
