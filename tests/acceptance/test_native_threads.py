@@ -6,13 +6,13 @@ import asyncio
 import threading
 
 import llama_cpp.llama_cpp as bindings
-from test_thinker_prefill import BEFORE, _answer
 
 from omnicli.audio.pcm import resample
 from omnicli.engine.asr import WhisperASR
 from omnicli.engine.thinker import LlamaThinker
 from omnicli.turns import text_turn
 from tests.acceptance.test_embedded_voice import synthesize
+from tests.acceptance.test_thinker_prefill import BEFORE, _answer
 
 
 def _from_two_threads(work) -> set[int]:

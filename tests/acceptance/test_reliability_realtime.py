@@ -11,10 +11,10 @@ import time
 
 import httpx
 import numpy as np
-from test_realtime_server import pcm_b64, raw_session, ws_url
 from websockets.sync.client import connect as connect_sync
 
 from tests.acceptance.test_embedded_voice import synthesize
+from tests.acceptance.test_realtime_server import pcm_b64, raw_session, ws_url
 
 FUZZ_EVENTS = 1200
 FUZZ_SECONDS = 120

@@ -11,8 +11,8 @@ import httpx
 import numpy as np
 import pytest
 import websockets
-from test_reliability_http import status_kib, stop
 
+from tests.acceptance.test_reliability_http import status_kib, stop
 from tests.helpers.omni_processes import start_server
 
 APPENDS, APPEND_MIB = 4, 14

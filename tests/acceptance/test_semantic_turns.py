@@ -5,8 +5,8 @@ in what order, never how many milliseconds it took."""
 import asyncio
 
 import numpy as np
-from test_realtime_server import pcm_b64, raw_session
 
+from tests.acceptance.test_realtime_server import pcm_b64, raw_session
 from tests.helpers.turn_speech import QUESTION, UNFINISHED, paused, quiet, say
 
 BUFFER_EVENTS = ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "input_audio_buffer.committed")

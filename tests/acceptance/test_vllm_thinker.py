@@ -18,9 +18,9 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from test_talk import QUESTIONS, answers, events_of
 
 from tests.acceptance.test_embedded_voice import synthesize
+from tests.acceptance.test_talk import QUESTIONS, answers, events_of
 from tests.helpers.omni_processes import start_server
 from tests.helpers.speech_check import wer
 

@@ -8,6 +8,9 @@ import json
 import sys
 from pathlib import Path
 
+from omnicli.engine.torch_extras import hide_unloadable
+
+hide_unloadable()  # beside the CPU torch, the index's CUDA torchvision cannot load; transformers then goes without it
 try:
     from vllm_omni.clients.duplex import DuplexClient, SessionConfig, read_pcm16_wav
 except ImportError as exc:
