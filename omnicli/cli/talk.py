@@ -75,7 +75,7 @@ def talk(
     options: object = TalkOptions(turns=turns, echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
                                   answer_timeout=connection.timeout if connection.server else None)
     if duplex or preset or ref_audio or image:
-        from omnicli.talk.duplex.client import duplex_options
+        from omnicli.talk.duplex.options import duplex_options
 
         if image and not connection.server:
             raise UsageError("--image needs --server: the embedded engine cannot see pictures "
@@ -124,7 +124,7 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
             speaker = Player(output_device, continuous=True)
         stack.callback(speaker.close)
         from omnicli.cli.engines import EngineChoice
-        from omnicli.talk.duplex.client import DuplexOptions, duplex_if_offered, duplex_link
+        from omnicli.talk.duplex.options import DuplexOptions, duplex_if_offered, duplex_link
 
         choice = EngineChoice(connection, llm=llm, asr_model=asr_model, stages=servers, thinker=thinker)
         if isinstance(options, DuplexOptions) and connection.server:
@@ -181,7 +181,8 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
         if keyboard:  # before the panel: a key pressed while it loads must not be echoed under it
             stack.enter_context(TerminalKeys(loop, lambda action: on_key(action)))
         view = stack.enter_context(talk_view(keys))
-        from omnicli.talk.duplex.client import DuplexOptions, DuplexTalkClient
+        from omnicli.talk.duplex.client import DuplexTalkClient
+        from omnicli.talk.duplex.options import DuplexOptions
 
         client: TalkClient | DuplexTalkClient
         if isinstance(options, DuplexOptions):

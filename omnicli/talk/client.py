@@ -13,6 +13,7 @@ Nothing is heard and no key acts before the session is ready.
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,22 +22,20 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.talk import dialects
-from omnicli.talk.echo_gate import EchoGate, next_heard_frame
-from omnicli.talk.latency import RecordingClock
+from omnicli.talk.echo_gate import next_heard_frame
+from omnicli.talk.loop import POLL_SECONDS, TalkLoop
+from omnicli.talk.playing import Playing
 from omnicli.talk.speakers import Speaker
 from omnicli.talk.state import TalkState
 from omnicli.turns.modes import TurnMode
 from omnicli.turns.talk_modes import ClientVAD, PushToTalk, ServerVAD, Turns
 
-_QUIET_SECONDS = 1.5  # headless: a busy server may still be reporting on audio it was sent
 _GREETING_SECONDS = 1.5
 """A GA server greets with session.created at once; one that stays silent is vLLM-Omni's legacy
 (<= 0.30) speech-to-text style path, which wants 16 kHz audio and `commit {final}`."""
 _CONFIRM_SECONDS = 5.0
 """How long the session may take to confirm `session.update` (and `--vad server` to learn
 whether the server took it); a server that never confirms is talked to after that."""
-_PLAYBACK_POLL_SECONDS = 0.05
-"""How often the speaker's progress is read (the state follows what is actually played)."""
 
 
 @dataclass(frozen=True)
@@ -64,34 +63,26 @@ def _strategy(turns: TurnMode, client) -> Turns:
     return ClientVAD(client, semantic=turns.semantic)
 
 
-class TalkClient:
+class TalkClient(TalkLoop):
     """The turn-based talk: microphone to session to speaker, with turns and barge-in."""
 
+    playout_s = 0.3
+
     def __init__(self, transport, source, speaker: Speaker, options: TalkOptions, view, log) -> None:
+        super().__init__(source, speaker, view, TalkState(options.turns, view), echo_gate=options.echo_gate)
         self.transport = transport
-        self.source = source
-        self.speaker = speaker
         self.options = options
-        self.view = view
         self.log = log
-        self.said: list[np.ndarray] = []
-        """Everything the assistant said (for --output-file)."""
-        self.state = TalkState(options.turns, view)
-        """What the user sees; `state.timings` holds each turn's wait."""
-        view.show(self.state)
         self.dialect: dialects.GA = dialects.GA()
         self.strategy: Turns = _strategy(options.turns, self)
-        self.mic_muted = False
-        self.user_speaking = False
         self.awaiting_answer = False
         self.responding = False
         self.answer_item: str | None = None
         self.muted_item: str | None = None
-        self._answer_mark = 0
-        self._answer_samples = 0
-        self._first_audio_seen = False
-        self._last_event_at = time.monotonic()
-        self.echo = EchoGate(options.echo_gate)
+        self.playing: Playing | None = None
+        """The current answer's audio on the speaker (None until its first audio)."""
+        self._next_audio_starts = True
+        """The next audio is a new answer's first (one ended, or the next has begun)."""
         self._commit_at: float | None = None
         self._greeted = asyncio.Event()
         self._confirmed = asyncio.Event()
@@ -99,12 +90,6 @@ class TalkClient:
         self._started = False
         self._early_errors: list[str] = []
         """Errors before the session started: a refusal, if the server then closes."""
-        self.errors: list[str] = []
-        self.asked = 0
-        """Turns sent to the server (committed by us, or ended by its VAD)."""
-        self.recording = RecordingClock(SPEECH_RATE)
-        """Every frame is heard by the turn strategy (and, with server VAD, appended), so the VAD's
-        positions, ours or the server's, count on this clock."""
         self._toggles: asyncio.Queue[float] = asyncio.Queue()
 
     async def send(self, event: dict) -> None:
@@ -114,47 +99,39 @@ class TalkClient:
 
     # ---- setup and main loop -------------------------------------------------------------
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Talk until `stop` (or the end of a headless file); a failure of any part ends the
-        conversation and is raised here."""
+    async def _connect(self) -> asyncio.Task:
         await self.transport.open()
-        receiving = asyncio.create_task(self._receive())
-        tasks: list[asyncio.Task] = [receiving]
-        try:
-            if not await self._until(self._greeted, receiving, _GREETING_SECONDS):
-                self.dialect = dialects.Legacy()
-            o = self.options
-            await self.send(self.dialect.session_update(turn_detection=self.strategy.detection, instructions=o.instructions,
-                                                        voice=o.voice, model=o.model))
-            confirmed = self.dialect.may_detect_turns and await self._until(self._confirmed, receiving, _CONFIRM_SECONDS)
-            if self.strategy.server_vad:
-                self._check_server_vad(confirmed)
-            self._start_session()
-            self.speaker.start()  # after the models loaded: a busy CPU makes the device underrun
-            await self.source.start()
-            tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._keys()),
-                      asyncio.create_task(self._follow_playback())]
-            finished = getattr(self.source, "finished", None)
-            if finished is not None:
-                tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
-            if o.answer_timeout is not None:
-                tasks.append(asyncio.create_task(self._watch_answers(o.answer_timeout)))
-            tasks.append(asyncio.create_task(stop.wait()))
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if (failure := task.exception()) is not None:
-                    raise failure
-        finally:
-            for event in self.dialect.goodbye():
-                try:
-                    await self.send(event)
-                except Exception:  # noqa: BLE001 - the connection may already be gone at the end
-                    pass
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await self.source.stop()
-            await self.transport.close()
+        return asyncio.create_task(self._receive())
+
+    async def _prepare(self, receiving: asyncio.Task) -> None:
+        """The server's greeting (none: vLLM-Omni's legacy path), the session asked for, and
+        whether the server took the turn detection asked."""
+        if not await self._until(self._greeted, receiving, _GREETING_SECONDS):
+            self.dialect = dialects.Legacy()
+        o = self.options
+        await self.send(self.dialect.session_update(turn_detection=self.strategy.detection, instructions=o.instructions,
+                                                    voice=o.voice, model=o.model))
+        confirmed = self.dialect.may_detect_turns and await self._until(self._confirmed, receiving, _CONFIRM_SECONDS)
+        if self.strategy.server_vad:
+            self._check_server_vad(confirmed)
+
+    def _parts(self) -> list[Coroutine]:
+        parts = [self._listen(), self._keys(), self._follow_playback()]
+        if self.options.answer_timeout is not None:
+            parts.append(self._watch_answers(self.options.answer_timeout))
+        return parts
+
+    async def _leaving(self) -> None:
+        for event in self.dialect.goodbye():
+            try:
+                await self.send(event)
+            except Exception:  # noqa: BLE001 - the connection may already be gone at the end
+                pass
+
+    async def _disconnect(self, receiving: asyncio.Task) -> None:
+        receiving.cancel()
+        await asyncio.gather(receiving, return_exceptions=True)
+        await self.transport.close()
 
     async def _until(self, flag: asyncio.Event, receiving: asyncio.Task, seconds: float) -> bool:
         """Wait up to `seconds` for `flag`; a connection that ends meanwhile ends the talk, with
@@ -188,26 +165,17 @@ class TalkClient:
         self.state.turns = TurnMode.SMART if semantic else TurnMode.CLIENT
         self.view.note(note)
 
-    def _start_session(self) -> None:
+    def _session_ready(self) -> None:
         """From here on a server's error is part of the conversation, shown as it comes, and
         the user is heard."""
         self._started = True
-        self.state.session_ready()
+        super()._session_ready()
         for text in self._early_errors:
             self.view.problem(text)
         self._early_errors.clear()
 
-    async def _end_after_file(self, finished: asyncio.Event, stop: asyncio.Event) -> None:
-        """Headless: once the file has been spoken and the last answer heard, we are done; a
-        talk that got no answer at all failed."""
-        await finished.wait()
-        while (self.awaiting_answer or self.responding or self.user_speaking or self.speaker.buffered_seconds > 0
-               or not self.source.frames.empty() or time.monotonic() - self._last_event_at < _QUIET_SECONDS):
-            await asyncio.sleep(0.05)
-        if not self.said:
-            raise self._no_answer()
-        await asyncio.sleep(0.3)  # the device plays out its own buffer
-        stop.set()
+    def _answering(self) -> bool:
+        return self.awaiting_answer or self.responding
 
     def _no_answer(self) -> OmniError:
         if self.errors:
@@ -236,12 +204,6 @@ class TalkClient:
             self.state.tell("the mic is muted: press m to unmute")
             return
         self._toggles.put_nowait(time.monotonic())
-
-    def toggle_mute(self) -> None:
-        """m: the microphone is heard as silence until pressed again."""
-        if self.state.ready:
-            self.mic_muted = not self.mic_muted
-            self.state.set_muted(self.mic_muted)
 
     async def _keys(self) -> None:
         while True:
@@ -287,15 +249,14 @@ class TalkClient:
 
     def _played(self) -> int:
         """Samples (24 kHz) of the current answer the listener has heard."""
-        played = (self.speaker.played_frames - self._answer_mark) * SPEECH_RATE / self.speaker.device_rate
-        return int(min(max(played, 0), self._answer_samples))
+        return self.playing.played(self.speaker) if self.playing is not None else 0
 
     async def interrupt(self) -> None:
         """The user speaks over the answer: stop it where the listener stopped hearing it."""
         audible = self.speaker.buffered_seconds > 0
         if not (audible or self.responding) or (self.answer_item is None and self.dialect.interruptible):
             return
-        had_audio, item = self._answer_samples > 0, self.answer_item  # as they were: the cancel's answer may change them
+        had_audio, item = self.playing is not None and self.playing.samples > 0, self.answer_item  # as they were: the cancel's answer may change them
         played = self._played() if had_audio else 0
         self.speaker.flush()
         self.state.cut_off(played)
@@ -326,8 +287,7 @@ class TalkClient:
                     self.responding = True
                 case "answer_item":
                     self.answer_item = heard.item_id
-                    self._first_audio_seen = False
-                    self._answer_samples = 0
+                    self.playing = None
                     self.state.answer_started()
                 case "response_done":
                     self._answer_finished(heard.status, cut_off=self.muted_item is not None and _answer_id(event) == self.muted_item)
@@ -369,7 +329,7 @@ class TalkClient:
     def _answer_finished(self, status: str | None, *, cut_off: bool) -> None:
         """The server is done with an answer; one the user cut off was closed when they did."""
         self.responding = False
-        self._first_audio_seen = False
+        self._next_audio_starts = True
         if not cut_off:
             self.awaiting_answer = False
             self.state.answer_done(status, self.speaker.buffered_seconds)
@@ -382,7 +342,7 @@ class TalkClient:
 
     async def _follow_playback(self) -> None:
         while True:
-            await asyncio.sleep(_PLAYBACK_POLL_SECONDS)
+            await asyncio.sleep(POLL_SECONDS)
             self._check_playback()
 
     def _play(self, heard: dialects.Heard) -> None:
@@ -391,11 +351,10 @@ class TalkClient:
         samples = pcm16_to_float(heard.pcm)
         if heard.rate != SPEECH_RATE:
             samples = resample(samples, heard.rate, SPEECH_RATE)
-        if not self._first_audio_seen:
-            self._first_audio_seen = True
-            self._answer_mark = self.speaker.played_frames + int(self.speaker.buffered_seconds * self.speaker.device_rate)
-            self._answer_samples = 0
-        self._answer_samples += len(samples)
+        if self.playing is None or self._next_audio_starts:
+            self._next_audio_starts = False
+            self.playing = Playing.after(self.speaker, None, heard.item_id)
+        self.playing.samples += len(samples)
         self.echo.played(samples)
         self.said.append(samples)
         self.state.answer_audio(len(samples))

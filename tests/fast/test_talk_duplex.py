@@ -14,9 +14,10 @@ import soundfile as sf
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.errors import ServerError
 from omnicli.session.duplex.registry import DuplexRegistry
-from omnicli.talk.duplex.client import DuplexOptions, DuplexTalkClient
+from omnicli.talk.duplex.client import DuplexTalkClient
 from omnicli.talk.duplex.link import Backoff, DuplexLink
 from omnicli.talk.duplex.local import LocalDuplexSocket
+from omnicli.talk.duplex.options import DuplexOptions
 from omnicli.talk.duplex.presets import PRESETS
 from omnicli.turns.scheduler import AnswerScheduler
 from tests.helpers.cli_harness import ScriptedEngines, omni
@@ -546,7 +547,7 @@ def test_without_heartbeats_the_lease_runs_out_in_one_line():
 @pytest.mark.parametrize("period, ms", [(1000, 200), (80, 80), (32, 40), (None, 200)])
 def test_appends_follow_the_models_unit(period, ms):
     """chunk_period_ms from the capabilities sets the append length (whole 40 ms mic frames)."""
-    from omnicli.talk.duplex.client import append_ms
+    from omnicli.talk.duplex.options import append_ms
 
     assert append_ms(period) == ms
 

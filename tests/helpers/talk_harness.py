@@ -11,8 +11,9 @@ import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.talk.client import TalkClient, TalkOptions
-from omnicli.talk.duplex.client import DuplexOptions, DuplexTalkClient
+from omnicli.talk.duplex.client import DuplexTalkClient
 from omnicli.talk.duplex.link import Backoff, DuplexLink
+from omnicli.talk.duplex.options import DuplexOptions
 from omnicli.talk.duplex.presets import PRESETS
 from omnicli.talk.speakers import FileSpeaker
 from omnicli.talk.transport import LocalTransport

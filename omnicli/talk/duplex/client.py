@@ -23,8 +23,9 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,10 +35,13 @@ from omnicli.errors import OmniError, ServerError
 from omnicli.protocol import duplex
 from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, ServerEvent, error_code_and_message
 from omnicli.session.duplex.overlap import SHORT_ACK_MS
+from omnicli.talk.duplex.appends import Appends
 from omnicli.talk.duplex.link import DuplexLink, SessionRefused
-from omnicli.talk.duplex.presets import PRESETS, InputEncoder, Preset, session_config
-from omnicli.talk.echo_gate import EchoGate, next_heard_frame
-from omnicli.talk.latency import RecordingClock
+from omnicli.talk.duplex.options import DuplexOptions
+from omnicli.talk.duplex.presets import InputEncoder, session_config
+from omnicli.talk.echo_gate import next_heard_frame
+from omnicli.talk.loop import POLL_SECONDS, TalkLoop
+from omnicli.talk.playing import Playing
 from omnicli.talk.sources import FRAME_MS
 from omnicli.talk.state import TalkState
 from omnicli.turns.modes import TurnMode
@@ -49,100 +53,15 @@ log = logging.getLogger("omni")
 
 ACK_SECONDS = 0.25
 """How often `playback.ack` reports progress while an answer plays."""
-_POLL_SECONDS = 0.05
-_QUIET_SECONDS = 1.5
-"""Headless: the talk is over once the file is spoken, the answers played, and the server quiet this long."""
 _PREROLL_MS = 300
 """Client-forced barge-in clears the input buffer; this much audio from before the speech was
 detected is sent again after the clear, so the user's first syllable is not lost."""
 _SILENCE_MS = 500
-_MAX_APPEND_MS = 200
 NO_TOOLS = "omni talk runs no tools, so this call was not run"
 _REPLAY_SETTLE_S = 0.5
 """After a resume, how long the replay has to confirm a commit sent as the socket dropped."""
 _ECHOES = {ServerEvent.HEARTBEAT_ACK, ServerEvent.PLAYBACK_ACKNOWLEDGED}
 """Replies to the client's own bookkeeping: they do not keep a headless talk from ending."""
-
-
-@dataclass(frozen=True)
-class DuplexOptions:
-    """How a duplex talk converses: the preset, how turns end, what the session is asked for."""
-
-    preset: Preset
-    ref_audio: str | None = None
-    """The voice clip as a data URL (presets that need one)."""
-    turns: TurnMode = TurnMode.CLIENT
-    """CLIENT (Silero: a pause commits), SMART (Silero + Smart Turn) or SERVER (never commit:
-    the server and the model decide alone)."""
-    echo_gate: bool = True
-    instructions: str | None = None
-    voice: str | None = None
-    model: str | None = None
-    frame: str | None = None
-    """`--image`: a picture (base64 JPEG/PNG) the model sees as a still camera: it rides the append
-    that closes each of the model's input units (`chunk_period_ms`, else a second) as `video_frames`.
-    Only a model that reads video (MiniCPM-o 4.5) looks at it; the others ignore it."""
-
-    def __post_init__(self) -> None:
-        """`turns` given by its word ("ptt", "smart", ...) is held as the mode itself."""
-        object.__setattr__(self, "turns", TurnMode(self.turns))
-
-
-def append_ms(chunk_period_ms: int | None) -> int:
-    """How much microphone audio one append carries: the model's unit where it is short
-    (PersonaPlex's 80 ms), else 200 ms (five to MiniCPM-o's 1 s unit), in whole mic frames; never
-    more held back than that."""
-    period = chunk_period_ms or _MAX_APPEND_MS
-    return max(FRAME_MS, min(period, _MAX_APPEND_MS) // FRAME_MS * FRAME_MS)
-
-
-def duplex_options(preset_name: str | None, ref_audio: str | None, *, vad: str | None,
-                   echo_gate: bool = True, instructions: str | None = None, voice: str | None = None,
-                   model: str | None = None, image: str | None = None) -> DuplexOptions:
-    """`omni talk --duplex`'s command line, checked before anything is opened (usage errors)."""
-    from omnicli.talk.duplex.presets import camera_frame, preset, ref_audio_data_url
-
-    chosen = preset(preset_name, ref_audio)
-    mode = TurnMode.chosen(vad) or TurnMode.CLIENT
-    turns = TurnMode.SERVER if mode.by_server else mode  # the lane's own turn ends are semantic
-    return DuplexOptions(chosen, ref_audio_data_url(ref_audio) if ref_audio else None, turns=turns,
-                         echo_gate=echo_gate, instructions=instructions, voice=voice, model=model,
-                         frame=camera_frame(image) if image else None)
-
-
-def duplex_link(connection, model: str | None, log) -> DuplexLink:
-    """The link to the first server of `connection`, writing every event to `log` (--transcript)."""
-    return DuplexLink(connection.servers[0], connection.api_key, model, log=log.write)
-
-
-async def duplex_if_offered(transport, options, connection, model: str | None, log, *, say) -> tuple[Any, Any]:
-    """(options, transport) for a talk begun without --duplex: the turn-based ones, unless the
-    server's greeting offers duplex; then duplex ones, the model-neutral preset, and a note."""
-    from omnicli.talk.duplex.probe import greeting
-
-    duplex, greeted = await greeting(transport, options.model)
-    if not duplex:
-        return options, greeted
-    say("omni talk: the server offers full duplex (its session.created has duplex capabilities): talking duplex")
-    turns = {TurnMode.PUSH_TO_TALK: TurnMode.CLIENT, TurnMode.SEMANTIC: TurnMode.SERVER}.get(options.turns, options.turns)
-    chosen = DuplexOptions(PRESETS["default"], turns=turns,
-                           echo_gate=options.echo_gate, instructions=options.instructions, voice=options.voice,
-                           model=options.model)
-    return chosen, duplex_link(connection, model, log)
-
-
-@dataclass
-class Playing:
-    """One response's audio on the speaker: where it starts and how much of it came."""
-
-    response_id: str
-    item_id: str | None
-    mark: int
-    """The speaker's frame count where this response's first sample will play."""
-    samples: int = 0
-    """Samples received (24 kHz)."""
-    acked_ms: int = -1
-    done: bool = False
 
 
 @dataclass
@@ -160,22 +79,15 @@ def _response_id(event: dict) -> str | None:
     return found if isinstance(found, str) else None
 
 
-class DuplexTalkClient:
+class DuplexTalkClient(TalkLoop):
     """The full-duplex talk: the microphone streams to the session all along, answers play as they come."""
 
     def __init__(self, link: DuplexLink, source, speaker, options: DuplexOptions, view) -> None:
+        state = TalkState(TurnMode.CLIENT if options.turns == TurnMode.SMART else options.turns, view)
+        super().__init__(source, speaker, view, state, echo_gate=options.echo_gate)
         self.link = link
-        self.source = source
-        self.speaker = speaker
         self.options = options
-        self.view = view
-        self.state = TalkState(TurnMode.CLIENT if options.turns == TurnMode.SMART else options.turns, view)
-        view.show(self.state)
         self.encoder = InputEncoder(options.preset)
-        self.said: list[np.ndarray] = []
-        """Everything the assistant said (for --output-file), at 24 kHz."""
-        self.errors: list[str] = []
-        self.asked = 0
         self.auto_response = True
         """The session answers a commit by itself (the model decides); else each commit asks."""
         self.answer_text = 0
@@ -190,19 +102,12 @@ class DuplexTalkClient:
         """Responses whose audio the speaker holds or plays, oldest first."""
         self.active: str | None = None
         """The response the server is making (created, not yet done)."""
-        self.cut: set[str] = set()
+        self.cut: set[str | None] = set()
         """Responses the user talked over: the rest of their audio and text is dropped."""
         self._tool_names: dict[str, str] = {}
         """The name of each tool call announced (by call_id), until its arguments are done."""
-        self.user_speaking = False
-        self.mic_muted = False
         self._detector: TurnDetector | None = None
-        self._recording = RecordingClock(SPEECH_RATE)
-        self._unsent: list[np.ndarray] = []
-        """Microphone frames not yet appended (appends are `_append_ms` long)."""
-        self._append_ms = _MAX_APPEND_MS
-        self._sent_ms = 0.0
-        """Microphone audio appended so far: where the model's input units close."""
+        self.appends = Appends(self.encoder, self.send, options.frame)
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, _PREROLL_MS // FRAME_MS) + 1)
         """The latest frames sent: the speech's onset when Silero says it started."""
         self._overlap_from: int | None = None
@@ -210,8 +115,6 @@ class DuplexTalkClient:
         it may still be a backchannel."""
         self._overlap_audio: list[np.ndarray] = []
         """That speech from its onset: sent again after the clear, should it become a barge-in."""
-        self.echo = EchoGate(options.echo_gate)
-        self._last_event_at = time.monotonic()
         self._last_ack_at = 0.0
 
     @property
@@ -224,53 +127,39 @@ class DuplexTalkClient:
         """The newest response on the speaker."""
         return self.on_speaker[-1] if self.on_speaker else None
 
-    def toggle_mute(self) -> None:
-        """m: the microphone is heard as silence until pressed again (the stream goes on)."""
-        if self.state.ready:
-            self.mic_muted = not self.mic_muted
-            self.state.set_muted(self.mic_muted)
-
     def toggle_push_to_talk(self) -> None:
         """Space does nothing in duplex: the model listens all along."""
 
     # ---- setup and main loop -------------------------------------------------------------
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Talk until `stop` (or the end of a headless file); then `session.close` -> `session.closed`."""
+    async def _connect(self) -> asyncio.Task:
         try:
             await self._open()
         except BaseException:
             await self.link.close()
             raise
         log.debug("duplex session %s: capabilities %s", self.link.session_id, self.capabilities.model_dump())
-        self._append_ms = append_ms(self.capabilities.chunk_period_ms)
+        self.appends.fit(self.capabilities.chunk_period_ms)
         self._detector = await asyncio.to_thread(self._make_detector)
-        receiving = asyncio.create_task(self._receive())
-        tasks: list[asyncio.Task] = []
-        try:
-            self.state.session_ready()
-            self.speaker.start()
-            await self.source.start()
-            tasks += [asyncio.create_task(self._listen()), asyncio.create_task(self._follow_playback()),
-                      asyncio.create_task(self._confirm_commits()), asyncio.create_task(stop.wait())]
-            finished = getattr(self.source, "finished", None)
-            if finished is not None:
-                tasks.append(asyncio.create_task(self._end_after_file(finished, stop)))
-            done, _ = await asyncio.wait([receiving, *tasks], return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if (failure := task.exception()) is not None:
-                    raise failure
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await self.source.stop()
-            if not receiving.done():
-                for playing in self.on_speaker:
-                    await self._ack(playing, quietly=True)
-            await self.link.close()  # the receiver reads on until session.closed
-            receiving.cancel()
-            await asyncio.gather(receiving, return_exceptions=True)
+        return asyncio.create_task(self._receive())
+
+    async def _prepare(self, receiving: asyncio.Task) -> None:
+        """Nothing more: the session was configured as it opened."""
+
+    def _parts(self) -> list[Coroutine]:
+        return [self._listen(), self._follow_playback(), self._confirm_commits()]
+
+    async def _leaving(self) -> None:
+        """Nothing yet: what was played is acknowledged once the microphone stops."""
+
+    async def _disconnect(self, receiving: asyncio.Task) -> None:
+        """What was played is acknowledged, then `session.close` -> `session.closed`."""
+        if not receiving.done():
+            for playing in self.on_speaker:
+                await self._ack(playing, quietly=True)
+        await self.link.close()  # the receiver reads on until session.closed
+        receiving.cancel()
+        await asyncio.gather(receiving, return_exceptions=True)
 
     async def _open(self) -> None:
         """The session, answering by itself (`auto_response`) where the model allows it. A model
@@ -296,15 +185,11 @@ class DuplexTalkClient:
 
         return TurnDetector(SPEECH_RATE, silence_ms=_SILENCE_MS, semantic=self.options.turns == TurnMode.SMART)
 
-    async def _end_after_file(self, finished: asyncio.Event, stop: asyncio.Event) -> None:
-        """Headless: once the file has been spoken and the last answer heard, we are done."""
-        await finished.wait()
-        while (self.active is not None or self.user_speaking or self.speaker.buffered_seconds > 0
-               or not self.source.frames.empty() or time.monotonic() - self._last_event_at < _QUIET_SECONDS):
-            await asyncio.sleep(_POLL_SECONDS)
-        if not self.said and not self.answer_text:
-            raise self._no_answer()
-        stop.set()
+    def _answering(self) -> bool:
+        return self.active is not None
+
+    def _answered(self) -> bool:
+        return bool(self.said or self.answer_text)
 
     def _no_answer(self) -> OmniError:
         if self.errors:
@@ -324,10 +209,8 @@ class DuplexTalkClient:
         that end a turn and the speech that talks over an answer."""
         while True:
             frame = await next_heard_frame(self)
-            self._recording.heard(len(frame))
-            self._unsent.append(frame)
-            if sum(len(f) for f in self._unsent) * 1000 >= self._append_ms * SPEECH_RATE:
-                await self._flush_input()
+            self.recording.heard(len(frame))
+            await self.appends.add(frame)
             self._preroll.append(frame)
             if self._overlap_from is not None:
                 self._overlap_audio.append(frame)
@@ -336,26 +219,9 @@ class DuplexTalkClient:
                 if turn.kind == "started":
                     await self._speech_started()
                 else:
-                    await self._speech_stopped(self._recording.recorded_at(turn.ms))  # the wait began there
+                    await self._speech_stopped(self.recording.recorded_at(turn.ms))  # the wait began there
             if self._overlap_from is not None:
                 await self._weigh_overlap()
-
-    async def _flush_input(self) -> None:
-        if self._unsent:
-            frames, self._unsent = self._unsent, []
-            await self._append(np.concatenate(frames))
-
-    async def _append(self, frame: np.ndarray) -> None:
-        data = self.encoder.encode(frame)
-        if data:
-            event: dict[str, Any] = {"type": ClientEvent.INPUT_APPEND.value, "audio": base64.b64encode(data).decode(),
-                                     "format": self.encoder.format, "sample_rate_hz": self.encoder.rate,
-                                     "duration_ms": round(self.encoder.duration_ms(data))}
-            before, self._sent_ms = self._sent_ms, self._sent_ms + self.encoder.duration_ms(data)
-            unit = self.capabilities.chunk_period_ms or 1000
-            if self.options.frame is not None and self._sent_ms // unit > before // unit:
-                event["video_frames"] = [self.options.frame]
-            await self.send(event)
 
     async def _speech_started(self) -> None:
         self.user_speaking = True
@@ -395,7 +261,7 @@ class DuplexTalkClient:
             return
         if self.options.turns == TurnMode.SERVER:
             return
-        await self._flush_input()
+        await self.appends.flush()
         # Both spellings: the document's `response_create`, and `create_response` as the brief for
         # omni serve's lane and DuplexClient's keyword name it.
         ask = not self.auto_response
@@ -409,7 +275,7 @@ class DuplexTalkClient:
         """A commit written as the socket dropped may never have reached the server: once a resume's
         replay has had time to confirm it and has not, it is sent again (once)."""
         while True:
-            await asyncio.sleep(_POLL_SECONDS)
+            await asyncio.sleep(POLL_SECONDS)
             commit = self.unconfirmed
             if commit is None or self.link.resumes == commit.resumes:
                 continue
@@ -429,7 +295,7 @@ class DuplexTalkClient:
         from the input, as the server's own policy drops it)."""
         self.backchannels += 1
         self.state.remark_dropped()
-        await self._flush_input()
+        await self.appends.flush()
         await self.send({"type": ClientEvent.INPUT_CLEAR.value})
 
     async def _force_barge_in(self, speech: list[np.ndarray]) -> None:
@@ -445,15 +311,15 @@ class DuplexTalkClient:
             self.cut.add(target)
             await self.send({"type": ClientEvent.RESPONSE_CANCEL.value, "response_id": target})
         self.forced += 1
-        self._unsent = []  # `speech` holds them
+        self.appends.drop_unsent()  # `speech` holds them
         await self.send({"type": ClientEvent.INPUT_CLEAR.value})
-        await self._append(np.concatenate(speech))
+        await self.appends.send_now(np.concatenate(speech))
 
     async def _cut_off(self) -> None:
         """The user talked over the answer: what was not heard is dropped from the speaker, and
         the server told how much of each answer on it was heard (`truncate` where it can shorten
         the stored answer)."""
-        cut = [(playing, self._played_samples(playing)) for playing in self.on_speaker]
+        cut = [(playing, playing.played(self.speaker)) for playing in self.on_speaker]
         self.speaker.flush()
         self.on_speaker = []
         if not cut:
@@ -466,18 +332,9 @@ class DuplexTalkClient:
 
     # ---- playback ---------------------------------------------------------------------------
 
-    def _played_samples(self, playing: Playing) -> int:
-        """Samples (24 kHz) of `playing` the listener has heard: what the speaker played past its mark."""
-        played = (self.speaker.played_frames - playing.mark) * SPEECH_RATE / self.speaker.device_rate
-        return int(min(max(played, 0), playing.samples))
-
-    def played_ms(self, playing: Playing) -> int:
-        """Milliseconds of `playing` the listener has heard, as `playback.ack` reports them."""
-        return self._played_samples(playing) * 1000 // SPEECH_RATE
-
     async def _ack(self, playing: Playing, *, cut: bool = False, quietly: bool = False) -> None:
         """`playback.ack` with the cumulative `played_ms` (when it moved, and always at a cut)."""
-        played = self.played_ms(playing)
+        played = playing.played_ms(self.speaker)
         if played == playing.acked_ms and not cut:
             return
         playing.acked_ms = played
@@ -498,12 +355,12 @@ class DuplexTalkClient:
         """The view follows the speaker; the server hears of each answer's progress every
         ACK_SECONDS, and when it has played out."""
         while True:
-            await asyncio.sleep(_POLL_SECONDS)
+            await asyncio.sleep(POLL_SECONDS)
             if (newest := self.playing) is not None:
-                self.state.playback(self._played_samples(newest), self.speaker.buffered_seconds)
+                self.state.playback(newest.played(self.speaker), self.speaker.buffered_seconds)
             due = time.monotonic() - self._last_ack_at >= ACK_SECONDS
             for playing in list(self.on_speaker):
-                finished = playing.done and self._played_samples(playing) >= playing.samples
+                finished = playing.done and playing.played(self.speaker) >= playing.samples
                 if finished or due:
                     await self._ack(playing)
                 if finished and playing in self.on_speaker:
@@ -519,8 +376,7 @@ class DuplexTalkClient:
             samples = resample(samples, rate, SPEECH_RATE)
         playing = self.playing
         if playing is None or playing.response_id != response_id:
-            mark = self.speaker.played_frames + round(self.speaker.buffered_seconds * self.speaker.device_rate)
-            playing = Playing(response_id, event.get("item_id"), mark)
+            playing = Playing.after(self.speaker, response_id, event.get("item_id"))
             self.on_speaker.append(playing)
         playing.samples += len(samples)
         self.echo.played(samples)
