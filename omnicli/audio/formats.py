@@ -8,6 +8,7 @@ import io
 import re
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.errors import UsageError
@@ -149,3 +150,17 @@ def decode(data: bytes, *, pcm_rate: int = PCM_RATE, fmt: AudioFormat | None = N
         reason = getattr(exc, "error_string", None) or re.sub(r"<[^<>]* at 0x[0-9a-fA-F]+>:?\s*", "", str(exc))
         raise ValueError(f"not a decodable audio file ({reason.strip() or 'unknown format'})") from exc
     return np.ascontiguousarray(samples.mean(axis=1), dtype=np.float32), int(rate)
+
+
+def read_audio_file(path: str | Path, flag: str) -> tuple[bytes, Any, int]:
+    """The audio file a flag names: (its bytes, its samples, their rate); one usage error naming
+    the flag where it cannot be read or decoded."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {flag} {path}: {exc.strerror or exc}") from exc
+    try:
+        samples, rate = decode(data)
+    except ValueError as exc:
+        raise UsageError(f"{flag} {path} is not a readable audio file") from exc
+    return data, samples, rate

@@ -5,14 +5,13 @@ Both deliver float32 mono frames at 24 kHz, FRAME_MS long, on an asyncio queue.
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.resampler import StreamResampler
-from omnicli.errors import AudioDeviceError, UsageError
+from omnicli.errors import AudioDeviceError
 
 FRAME_MS = 40
 _RATES_TO_TRY = (48000, 44100, 32000, 24000, 16000)
@@ -79,17 +78,10 @@ class FileVoice:
     """A WAV file 'spoken' into the session in real time, then silence so a turn can end."""
 
     def __init__(self, path: str, *, tail_seconds: float = 2.0) -> None:
-        from omnicli.audio.formats import decode
+        from omnicli.audio.formats import read_audio_file
         from omnicli.audio.pcm import resample
 
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read --input-file {path}: {exc.strerror or exc}") from exc
-        try:
-            samples, rate = decode(data)
-        except ValueError as exc:
-            raise UsageError(f"--input-file {path} is not a readable audio file") from exc
+        _, samples, rate = read_audio_file(path, "--input-file")
         self.audio = np.concatenate([resample(samples, rate, SPEECH_RATE), np.zeros(int(tail_seconds * SPEECH_RATE), np.float32)])
         self.frames: asyncio.Queue = asyncio.Queue()
         self.finished = asyncio.Event()

@@ -57,16 +57,9 @@ def preset(name: str | None, ref_audio: str | None) -> Preset:
 def ref_audio_data_url(path: str) -> str:
     """A voice clip as the `data:audio/wav;base64,...` URL `session.update` carries; any audio
     file omni reads is sent as WAV."""
-    from omnicli.audio.formats import AudioFormat, decode, encode
+    from omnicli.audio.formats import AudioFormat, encode, read_audio_file
 
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read --ref-audio {path}: {exc.strerror or exc}") from exc
-    try:
-        samples, rate = decode(data)
-    except ValueError as exc:
-        raise UsageError(f"--ref-audio {path} is not a readable audio file") from exc
+    data, samples, rate = read_audio_file(path, "--ref-audio")
     wav = data if data[:4] == b"RIFF" else encode(samples, rate, AudioFormat.WAV)
     return "data:audio/wav;base64," + base64.b64encode(wav).decode()
 
