@@ -144,8 +144,8 @@ def served(audio: np.ndarray, engine, begin_answers: bool = True, heard: list[st
                 await read_ahead(engine, Conversation(), settings, transcript, begin_answer=scheduler.one_talker())
 
         buffer = InputBuffer(engine, lock, turns, scheduler)
-        buffer.on_heard(tell)
-        buffer.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
+        buffer.turn_end.on_heard(tell)
+        buffer.turn_end.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
         for index, start in enumerate(range(0, len(audio), FRAME)):
             await asyncio.sleep(max(0.0, began + index * FRAME / RATE - time.perf_counter()))
             async with lock:

@@ -72,7 +72,7 @@ class RealtimeSession:
         self.core = ConversationCore(engine, self.settings, scheduler, lambda: self._closed)
         self.conversation = self.core.conversation
         self.input = InputBuffer(engine, self._one_event_at_a_time, self._turns, scheduler)
-        self.input.on_heard(self.core.read_ahead)
+        self.input.turn_end.on_heard(self.core.read_ahead)
         self._speech_item_id: str | None = None
 
     # ---- transport side ------------------------------------------------------------------
@@ -121,10 +121,10 @@ class RealtimeSession:
             case InputAudioBufferCommitEvent():
                 if not self.input.pcm:
                     raise EventError("the input audio buffer is empty", "input_audio_buffer_commit_empty")
-                self.input.drop_turn_end()
+                self.input.turn_end.drop_turn_end()
                 await self._commit(new_id("item"))
             case InputAudioBufferClearEvent():
-                self.input.drop_turn_end()
+                self.input.turn_end.drop_turn_end()
                 self.input.clear()
                 await self.emit("input_audio_buffer.cleared")
             case ConversationItemCreateEvent():
@@ -159,7 +159,7 @@ class RealtimeSession:
         if isinstance(detection, dict) and detection.get("type") == Detection.SEMANTIC_VAD:
             await _smart_turn_ready()
         if self.settings.update(session):
-            self.input.detect_turns(self.settings.turn_detection)
+            self.input.turn_end.detect_turns(self.settings.turn_detection)
         await self.emit("session.updated", session=self._session_object())
 
     # ---- input audio ---------------------------------------------------------------------

@@ -51,12 +51,12 @@ class DuplexInput(InputBuffer):
     def voiced_until_ms(self) -> int:
         """Where the speech heard so far ends: where the pause being judged began, else the input
         position less the silence since."""
-        detector = self._detector
+        detector = self.turn_end.detector
         if detector is None:
-            return self._heard_ms
+            return self.turn_end.heard_ms
         if (pending := detector.pending_stop) is not None:
             return pending.ms
-        return self._heard_ms - detector.trailing_silence_ms
+        return self.turn_end.heard_ms - detector.trailing_silence_ms
 
     async def hear(self, audio: str, rate: int) -> Heard:
         """Take base64 PCM16 at `rate` (16 or 24 kHz); what it told about turns."""
@@ -72,12 +72,12 @@ class DuplexInput(InputBuffer):
         back overruled. A turn end still being decided is not counted yet."""
         if any(turn.kind == "started" for turn in turns):
             self.voiced = True
-        detector = self._detector
+        detector = self.turn_end.detector
         if detector is None or not detector.semantic:
             return Heard(turns, 0)
         if detector is not self._counted[0]:
             self._counted = (detector, 0)
-        deciding = int(self._deciding is not None)
+        deciding = int(self.turn_end.deciding)
         decided = sum(1 for turn in turns if turn.kind == "stopped" and turn.probability is not None)
         pauses = max(0, detector.calls - self._counted[1] - decided - deciding)
         self._counted = (detector, detector.calls - deciding)
@@ -93,13 +93,13 @@ class DuplexInput(InputBuffer):
     def clear(self, cancel_early: bool = True) -> None:
         """Empty the buffer; speech still under way stays heard."""
         super().clear(cancel_early)
-        self.voiced = self.speaking
+        self.voiced = self.turn_end.speaking
 
     def end_turn(self) -> None:
         """A client's commit ended the turn the detector was still in: it must not end it again."""
-        self.drop_turn_end()
-        if self._detector is not None:
-            self._detector.end_turn()
+        self.turn_end.drop_turn_end()
+        if self.turn_end.detector is not None:
+            self.turn_end.detector.end_turn()
         self.voiced = False
 
 

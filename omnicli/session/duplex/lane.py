@@ -61,7 +61,7 @@ class DuplexSession(Lifeline):
         self.core = ConversationCore(engine, self.settings, scheduler, lambda: self.closed)
         self.conversation = self.core.conversation
         self.input = DuplexInput(engine, self._lock, self._late_turns, scheduler)
-        self.input.on_heard(self._read_ahead)
+        self.input.turn_end.on_heard(self._read_ahead)
         self.ledgers = Ledgers()
         self.items = ItemEvents(self.core, self.ledgers, self.emit, self._meta)
         self._speech_item_id: str | None = None
@@ -87,7 +87,7 @@ class DuplexSession(Lifeline):
     async def open(self, attachment: Attachment, update: Any) -> None:
         """The opening handshake; an EventError here refuses the session."""
         await self._configure(update)
-        self.input.detect_turns(self.config.turn_detection)
+        self.input.turn_end.detect_turns(self.config.turn_detection)
         await self.attach_first(attachment)
         await self.emit(ServerEvent.SESSION_CREATED, incarnation=self.incarnation, attachment_generation=self.generation,
                         resume_token=self.resume_token, session=self.session_object())
@@ -106,7 +106,7 @@ class DuplexSession(Lifeline):
         rate = config.input_rate
         return {
             "object": "realtime.session", "type": "realtime", "id": self.id, "model": values["model"], "state": "open",
-            "turn_state": "responding" if active else ("user_speaking" if self.input.speaking else "idle"),
+            "turn_state": "responding" if active else ("user_speaking" if self.input.turn_end.speaking else "idle"),
             "epoch": self.epoch, "turn_id": self.turn_id, "active_response_id": active,
             "modalities": values["output_modalities"], "output_modalities": values["output_modalities"],
             "instructions": values["instructions"], "voice": output.get("voice"), "speed": output.get("speed"),
@@ -139,7 +139,7 @@ class DuplexSession(Lifeline):
             case ClientEvent.SESSION_UPDATE:
                 detection = await self._configure(event.get("session"))
                 if detection:
-                    self.input.detect_turns(self.config.turn_detection)
+                    self.input.turn_end.detect_turns(self.config.turn_detection)
                 self._poke.set()
                 await self.emit(ServerEvent.SESSION_UPDATED, session=self.session_object())
             case ClientEvent.SESSION_HEARTBEAT:
@@ -163,7 +163,7 @@ class DuplexSession(Lifeline):
                     raise EventError("input.text.append needs non-empty 'text'", ErrorCode.INVALID_EVENT, param="text")
                 self._typed.append(text.strip())
             case ClientEvent.INPUT_CLEAR | ClientEvent.INPUT_CANCEL:
-                self.input.drop_turn_end()
+                self.input.turn_end.drop_turn_end()
                 self.input.clear()
                 self._typed = []
                 self._overlap_from = None
@@ -232,7 +232,7 @@ class DuplexSession(Lifeline):
                 await self._commit_item(item_id)
                 if self.config.auto_response:  # else the client asks for each answer (response.create)
                     await self._respond()
-        if self._overlap_from is not None and self.input.speaking:
+        if self._overlap_from is not None and self.input.turn_end.speaking:
             sustained = duplex_overlap.while_speaking(self.config.overlap, self.input.voiced_until_ms - self._overlap_from)
             if sustained is not None:
                 self._overlap_from = None
