@@ -20,8 +20,9 @@ from omnicli.engine.base import AudioDelta, TextDelta, TranscriptDelta
 from omnicli.errors import OmniError
 from tests.helpers.scripted import Hold, ScriptedEngine, answer, tone
 
-STORY = [TextDelta("Once upon a time, a knight rode out. "), AudioDelta(tone(0.5)), TextDelta("He never came back."), Hold()]
-"""An answer that never finishes: whatever is still coming when the user speaks is cut off."""
+STORY = [TextDelta("Once upon a time, a knight rode out. "), AudioDelta(tone(2.5)), TextDelta("He never came back."), Hold()]
+"""An answer that never finishes: whatever is still coming when the user speaks is cut off. Its
+first sentence comes with as much audio as a voice takes to say it."""
 
 
 class Engine(ScriptedEngine):
@@ -43,14 +44,16 @@ def _in_turn(scripts: list) -> object:
 
 
 HEARD = "what I said"
-"""Push-to-talk turns are heard early (a pause in the voice) or in the answer's stream: the same words."""
+"""A turn is heard early (a pause in the voice) or in the answer's stream, as the staged engine hears
+it: the same words either way, so the screen does not depend on which came first."""
 
 SCRIPTS = {
     "noon": lambda: Engine(chat=[TranscriptDelta(HEARD), *answer("It is noon.", audio_seconds=2.0)], transcripts=[HEARD]),
     "story": lambda: Engine(chat=_in_turn([[TranscriptDelta(HEARD), *STORY],
                                            [TranscriptDelta(HEARD), *answer("It is noon.", audio_seconds=0.5)]]),
                             transcripts=[HEARD]),
-    "story-file": lambda: Engine(chat=_in_turn([STORY, answer("It is noon.", audio_seconds=0.5)]),
+    "story-file": lambda: Engine(chat=_in_turn([[TranscriptDelta("tell me a story"), *STORY],
+                                                [TranscriptDelta("what time is it"), *answer("It is noon.", audio_seconds=0.5)]]),
                                  transcripts=["tell me a story", "what time is it"]),
     "broken": lambda: Broken(),
 }
