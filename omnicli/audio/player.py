@@ -33,6 +33,9 @@ class Player:
     """`continuous=True` (a conversation): once started the device plays silence between
     answers; `flush()` drops what has not been heard yet (barge-in)."""
 
+    realtime = True
+    """It plays at the listener's pace: running dry is heard."""
+
     def __init__(self, device: str | int | None = None, rate: int = SPEECH_RATE, *, continuous: bool = False) -> None:
         sd = sounddevice()
         _quiet_alsa()
@@ -46,10 +49,10 @@ class Player:
                 dtype="float32",
                 device=device,
                 callback=self._callback,
-                # Speech that is only listened to can afford the device's larger buffer, which
-                # rides out a busy moment (the GIL held by synthesis) without a dropout; a
-                # conversation keeps the small one so barge-in stops the answer at once.
-                latency="low" if continuous else "high",
+                # The device's larger buffer (tens of ms) rides out a busy moment (the GIL held
+                # by synthesis, the other core taken) without a dropout; barge-in still stops
+                # the answer within it, well under what a listener notices.
+                latency="high",
             )
         except (sd.PortAudioError, ValueError) as exc:
             name = info.get("name", device or "default")

@@ -181,9 +181,11 @@ async def _think(req: ChatRequest, messages: list[dict], thinker: ThinkerStage, 
 async def _talk(req: ChatRequest, talker: TalkerStage, pieces: asyncio.Queue, out: asyncio.Queue,
                 stage: StageMetrics, marks: dict[str, float]) -> None:
     chunker = SentenceChunker()
+    spoken = 0.0  # seconds of audio handed out: the listener's speaker plays them from the first chunk on
     while True:
         piece = await pieces.get()
-        ready = chunker.flush() if piece is None else chunker.feed(piece)
+        runway = None if "first_chunk" not in marks else marks["first_chunk"] + spoken - time.monotonic()
+        ready = chunker.flush() if piece is None else chunker.feed(piece, runway)
         if ready:
             marks.setdefault("first_piece", time.monotonic())
         for sentence in ready:
@@ -193,6 +195,7 @@ async def _talk(req: ChatRequest, talker: TalkerStage, pieces: asyncio.Queue, ou
                 chunk = await talker.say(sentence, voice=req.voice, speed=req.speed)
             marks.setdefault("first_chunk", time.monotonic())
             stage.audio_seconds += chunk.seconds
+            spoken += chunk.seconds
             stage.output()
             await out.put(AudioDelta(chunk))
         if piece is None:

@@ -68,6 +68,11 @@ _LONG_CLAUSE_CHARS = 80
 _LONG_WORDS_CHARS = 150
 """Later pieces: a long sentence is cut at a comma past 80 characters and at a space past 150, so
 the next piece is ready before the one playing ends."""
+RUNWAY_S = 0.8
+"""...unless the audio still to play is shorter than this (a thinker slower than the voice): then
+a later piece is cut as the first one is (a comma, about eight words, or three words), so its
+synthesis starts before the speaker runs dry and the listener hears a short pause at a word
+boundary, not a long silence in the middle of a sentence."""
 
 
 class SentenceChunker:
@@ -76,7 +81,7 @@ class SentenceChunker:
     A piece is a sentence, or a clause of a long one: the very first piece ends at a comma once it
     is a few words long, or at a space after about eight words, so the listener hears the answer
     start within a second whatever its first sentence; later sentences are spoken whole unless
-    they run long.
+    they run long, or unless the audio already spoken is about to run out (`runway`).
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -85,17 +90,18 @@ class SentenceChunker:
         self._clock = clock
         self._began: float | None = None
 
-    def feed(self, piece: str) -> list[str]:
-        """Add the next text piece; the pieces it completes, ready to speak, in order (often none)."""
+    def feed(self, piece: str, runway: float | None = None) -> list[str]:
+        """Add the next text piece; the pieces it completes, ready to speak, in order (often none).
+        `runway`: seconds of the answer's audio still to play, where the caller knows it."""
         self._buffer += piece
         if self._began is None and self._buffer.strip():
             self._began = self._clock()
-        ready = self._take()
+        ready = self._take(hurry=runway is not None and runway < RUNWAY_S)
         if ready:
             self._first = False
         return ready
 
-    def _take(self) -> list[str]:
+    def _take(self, hurry: bool = False) -> list[str]:
         boundary = None
         for match in _SENTENCE_END.finditer(self._buffer):
             boundary = match.end()
@@ -103,7 +109,7 @@ class SentenceChunker:
         if newline >= 0 and (boundary is None or newline + 1 > boundary):
             boundary = newline + 1
         if boundary is None:
-            boundary = self._clause_end()
+            boundary = self._clause_end(hurry)
         if boundary is None:
             if len(self._buffer) <= _MAX_CHARS:
                 return []
@@ -111,17 +117,19 @@ class SentenceChunker:
         done, self._buffer = self._buffer[:boundary], self._buffer[boundary:]
         return split_sentences(done)
 
-    def _clause_end(self) -> int | None:
+    def _clause_end(self, hurry: bool) -> int | None:
         """Where an unfinished sentence may be cut: a break past the clause length, else a space
-        (one followed by more text: the word before it is whole) past the words length."""
-        clause, words = (_CLAUSE_MIN_CHARS, _FIRST_WORDS_CHARS) if self._first else (_LONG_CLAUSE_CHARS, _LONG_WORDS_CHARS)
+        (one followed by more text: the word before it is whole) past the words length; a piece
+        in a `hurry` is cut as the first one is."""
+        first = self._first or hurry
+        clause, words = (_CLAUSE_MIN_CHARS, _FIRST_WORDS_CHARS) if first else (_LONG_CLAUSE_CHARS, _LONG_WORDS_CHARS)
         for match in _SOFT_BREAK.finditer(self._buffer):
             if match.start() >= clause:
                 return match.end()
         space = self._buffer.rfind(" ")
         if space >= words and self._buffer[:space].strip():
             return space + 1
-        if self._first and space > 0 and len(self._buffer[:space].split()) >= _FIRST_WAIT_WORDS and self._waited():
+        if first and space > 0 and len(self._buffer[:space].split()) >= _FIRST_WAIT_WORDS and (hurry or self._waited()):
             return space + 1
         return None
 

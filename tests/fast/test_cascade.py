@@ -74,8 +74,10 @@ class Mind:
 
 
 class Mouth:
-    def __init__(self, voices=("joe",)) -> None:
+    def __init__(self, voices=("joe",), samples_per_char: int = 1600) -> None:
+        """`samples_per_char`: how long each piece's audio is (1600: a voice's 15 characters a second)."""
         self.known = voices
+        self.samples_per_char = samples_per_char
         self.said: list[tuple[str, str | None, float]] = []
         self.urgent: list[bool] = []
         """Whether the thinker was held back while each piece was spoken."""
@@ -87,7 +89,7 @@ class Mouth:
     async def say(self, text, *, voice, speed) -> AudioChunk:
         self.said.append((text, voice, speed))
         self.urgent.append(PRIORITY.urgent)
-        return AudioChunk(np.full(len(text) * 10, 0.1, np.float32), SPEECH_RATE, text=text)
+        return AudioChunk(np.full(len(text) * self.samples_per_char, 0.1, np.float32), SPEECH_RATE, text=text)
 
     async def voices(self):
         return []
@@ -138,6 +140,16 @@ def test_speech_follows_the_text_piece_by_piece_in_order():
     assert [s[0] for s in mouth.said] == spoken
     assert {(voice, speed) for _, voice, speed in mouth.said} == {("joe", 1.5)}
     assert isinstance(deltas[-1], ChatDone) and set(deltas[-1].metrics) == {"thinker", "talker"}
+
+
+def test_with_little_audio_left_to_play_later_pieces_are_handed_over_after_a_few_words():
+    """Audio that plays out before the thinker has finished the sentence (here, pieces a few ms
+    long): the rest is spoken in pieces of three words, not held until the sentence ends."""
+    tokens = ["Certainly my friend,", " the", " sum", " is", " four", " I", " think."]
+    staged, _, _, mouth = engine(tokens)
+    mouth.samples_per_char = 10
+    deltas = run(staged.chat(ask("two plus two?", modalities=("text", "audio"))))
+    assert [d.chunk.text for d in deltas if isinstance(d, AudioDelta)] == ["Certainly my friend,", "the sum is", "four I think."]
 
 
 def test_done_carries_the_timeline_of_the_answer_in_order():

@@ -1,6 +1,6 @@
 """Splitting text into speakable pieces: whole sentences, bounded run-ons, prompt first pieces."""
 
-from omnicli.engine.sentences import SentenceChunker, split_sentences
+from omnicli.engine.sentences import RUNWAY_S, SentenceChunker, split_sentences
 
 
 def test_sentences_and_lines_break():
@@ -81,3 +81,17 @@ def test_a_slow_first_piece_is_handed_over_after_half_a_second_once_it_has_three
     now[0] = 5.0  # later pieces never wait on the clock
     assert chunker.feed("er walked slowly down") == []
     assert chunker.flush() == ["keeper walked slowly down"]
+
+
+def test_a_later_piece_is_cut_early_when_the_audio_still_to_play_runs_short():
+    """A thinker slower than the voice: with little audio left to play, the rest of a sentence is
+    handed over after three words (or at a comma) instead of at its end, so it is spoken before
+    the speaker runs dry; with plenty left, the sentence stays whole."""
+    relaxed, hurried = SentenceChunker(clock=lambda: 0.0), SentenceChunker(clock=lambda: 0.0)
+    for chunker in (relaxed, hurried):
+        assert chunker.feed("Well, on a clear day, ") == ["Well, on a clear day,"]
+    words = ["the ", "sky ", "is ", "typically ", "blue."]
+    assert [relaxed.feed(w, runway=2.0) for w in words] == [[], [], [], [], []]
+    assert relaxed.flush() == ["the sky is typically blue."]
+    assert [hurried.feed(w, runway=RUNWAY_S - 0.1) for w in words] == [[], [], ["the sky is"], [], []]
+    assert hurried.flush() == ["typically blue."]
