@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 ACTIONS = {" ": "talk", "\r": "talk", "\n": "talk", "m": "mute", "M": "mute", "q": "quit", "Q": "quit",
            "\x04": "quit"}
-"""Space or Enter: start or send a push-to-talk turn; m: mute or unmute the mic; q or Ctrl-D: quit."""
+"""Space or Enter: start or send a push-to-talk turn; m: mute or unmute the mic; q or Ctrl-D: quit.
+Esc, alone (not the start of an arrow key's sequence): stop the answer, and nothing else."""
+ESC = b"\x1b"
 
 OnKey = Callable[[str], None]
 
@@ -63,7 +65,10 @@ class TerminalKeys:
             self._loop.remove_reader(self._fd)
             self._on_key("quit")
             return
-        if data.startswith(b"\x1b"):
+        if data == ESC:
+            self._on_key("interrupt")
+            return
+        if data.startswith(ESC):
             return  # an arrow or function key's escape sequence, not a letter
         for char in data.decode(errors="ignore"):
             if (action := ACTIONS.get(char)) is not None:

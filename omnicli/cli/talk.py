@@ -58,7 +58,7 @@ def talk(
     ref_audio: Annotated[str | None, typer.Option("--ref-audio", help="--duplex: a clip of the voice the model speaks in (--preset minicpmo).", show_default=False)] = None,
     image: Annotated[str | None, typer.Option("--image", help="--duplex: a JPEG or PNG the model sees as a still camera, a frame a second (MiniCPM-o reads video; others ignore it).", show_default=False)] = None,
 ) -> None:
-    """Talk: omni talk (Space starts and sends a turn, m mutes, q quits; speak over the answer to interrupt it)."""
+    """Talk: omni talk (Space starts and sends a turn, Esc stops the answer, m mutes, q quits; speak over the answer to interrupt it)."""
     import asyncio
 
     from omnicli.config import resolve_connection
@@ -186,7 +186,7 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
 
         client: TalkClient | DuplexTalkClient
         if isinstance(options, DuplexOptions):
-            client = DuplexTalkClient(transport, source, speaker, options, view)
+            client = DuplexTalkClient(transport, source, speaker, options, view, log)
         else:
             client = TalkClient(transport, source, speaker, options, view, log)
 
@@ -195,6 +195,8 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
                 client.toggle_push_to_talk()
             elif action == "mute":
                 client.toggle_mute()
+            elif action == "interrupt":
+                client.stop_answer()
             else:
                 end(0)
 
@@ -209,4 +211,4 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
 def _keys_help(turns: TurnMode, keyboard: bool) -> str:
     if not keyboard:
         return "Ctrl-C quits"
-    return "Space talk · m mute · q quit" if turns == TurnMode.PUSH_TO_TALK else "m mute · q quit"
+    return "Space talk · Esc interrupt · m mute · q quit" if turns == TurnMode.PUSH_TO_TALK else "Esc interrupt · m mute · q quit"

@@ -69,7 +69,8 @@ class TalkClient(TalkLoop):
     playout_s = 0.3
 
     def __init__(self, transport, source, speaker: Speaker, options: TalkOptions, view, log) -> None:
-        super().__init__(source, speaker, view, TalkState(options.turns, view), echo_gate=options.echo_gate)
+        state = TalkState(options.turns, view, realtime_speaker=speaker.realtime, notes=lambda note: log.write("note", note))
+        super().__init__(source, speaker, view, state, echo_gate=options.echo_gate)
         self.transport = transport
         self.options = options
         self.log = log
@@ -90,7 +91,6 @@ class TalkClient(TalkLoop):
         self._started = False
         self._early_errors: list[str] = []
         """Errors before the session started: a refusal, if the server then closes."""
-        self._toggles: asyncio.Queue[float] = asyncio.Queue()
 
     async def send(self, event: dict) -> None:
         """Send an event to the session, writing it to the event log first."""
@@ -203,13 +203,15 @@ class TalkClient(TalkLoop):
         if self.mic_muted and not self.strategy.on:
             self.state.tell("the mic is muted: press m to unmute")
             return
-        self._toggles.put_nowait(time.monotonic())
+        pressed_at = time.monotonic()
+        self._pressed.put_nowait(lambda: self._toggle(pressed_at))
 
-    async def _keys(self) -> None:
-        while True:
-            pressed_at = await self._toggles.get()
-            if isinstance(self.strategy, PushToTalk):
-                await self.strategy.toggle(pressed_at)
+    async def _toggle(self, pressed_at: float) -> None:
+        if isinstance(self.strategy, PushToTalk):
+            await self.strategy.toggle(pressed_at)
+
+    async def _stop_answer(self) -> None:
+        await self.interrupt(by_key=True)
 
     async def _listen(self) -> None:
         while True:
@@ -251,8 +253,9 @@ class TalkClient(TalkLoop):
         """Samples (24 kHz) of the current answer the listener has heard."""
         return self.playing.played(self.speaker) if self.playing is not None else 0
 
-    async def interrupt(self) -> None:
-        """The user speaks over the answer: stop it where the listener stopped hearing it."""
+    async def interrupt(self, *, by_key: bool = False) -> None:
+        """The user speaks over the answer (or pressed Esc, `by_key`): stop it where the listener
+        stopped hearing it."""
         audible = self.speaker.buffered_seconds > 0
         if not (audible or self.responding) or (self.answer_item is None and self.dialect.interruptible):
             return
@@ -263,7 +266,7 @@ class TalkClient(TalkLoop):
         self.muted_item = item
         if not self.dialect.interruptible:
             return  # no cancel or truncate on that path: flushing the speaker is all there is
-        if self.responding and not self.strategy.server_vad:  # server VAD cancels by itself
+        if self.responding and (by_key or not self.strategy.server_vad):  # server VAD cancels on speech by itself
             await self.send({"type": "response.cancel"})
         if had_audio:  # an answer with no audio yet has nothing to truncate
             await self.send({"type": "conversation.item.truncate", "item_id": item,
@@ -338,7 +341,7 @@ class TalkClient(TalkLoop):
         """Tell the state where the speaker is: an answer is heard from its first played sample
         and is over when it has played out."""
         if self.state.answer is not None:
-            self.state.playback(self._played(), self.speaker.buffered_seconds)
+            self.state.playback(self._played(), self.speaker.buffered_seconds, self.speaker.underruns)
 
     async def _follow_playback(self) -> None:
         while True:

@@ -6,11 +6,15 @@ sent it, with VAD from the end of their speech (the VAD's silence window is part
 The stages run from the commit: the user's transcript arrives (ASR), then the answer's first
 words (thinker), its first audio (talker), and the first sample the speaker played (playback).
 A server that sends no transcript has no ASR stage; the next stage counts from the one before.
+A transcript that came with the commit was heard while the user was still speaking (omni's early
+transcript): its stage reads `heard early`, not a time.
 """
 
 import time
 from dataclasses import dataclass
 
+HEARD_EARLY_S = 0.02
+"""A transcript this soon after the commit was made before it: no transcriber is that quick."""
 _STAGES = (("asked_at", "turn end"), ("heard_at", "ASR"), ("first_text_at", "thinker"),
            ("first_audio_at", "talker"), ("first_played_at", "playback"))
 
@@ -28,6 +32,8 @@ class TurnTiming:
     first_text_at: float | None = None
     first_audio_at: float | None = None
     first_played_at: float | None = None
+    interrupted: bool = False
+    """The user cut its answer off (or stopped it) before it was played out."""
 
     @property
     def since(self) -> str:
@@ -60,22 +66,32 @@ class TurnTiming:
         waited = self.waited
         return None if waited is None else f"first audio {waited:.2f} s {self.since}"
 
+    @property
+    def heard_early(self) -> bool:
+        """The transcript came with the commit: it was made while the user was still speaking."""
+        return self.heard_at is not None and self.heard_at - self.asked_at < HEARD_EARLY_S
+
     def breakdown(self) -> str:
         """Each stage's share of the wait, in one line."""
-        return " · ".join(f"{label} {seconds:.2f} s" for label, seconds in self.stages())
+        return " · ".join(f"{label} heard early" if label == "ASR" and self.heard_early else f"{label} {seconds:.2f} s"
+                          for label, seconds in self.stages())
 
 
 def summary(timings: list[TurnTiming]) -> str | None:
-    """The exit line's figures: how many turns were answered aloud, and the median wait."""
-    waited = sorted(t.waited for t in timings if t.waited is not None)
-    if not waited:
+    """The exit line's figures: turns answered and turns interrupted (counted apart), and the
+    median wait to first audio over both; None if nothing was heard."""
+    heard = [t for t in timings if t.waited is not None]
+    if not heard:
         return None
+    waited = sorted(t.waited for t in heard if t.waited is not None)
     middle = len(waited) // 2
     median = waited[middle] if len(waited) % 2 else (waited[middle - 1] + waited[middle]) / 2
-    since = {t.since for t in timings if t.waited is not None}
+    since = {t.since for t in heard}
     label = since.pop() if len(since) == 1 else "from the end of the turn"
-    count = len(waited)
-    return f"{count} turn{'' if count == 1 else 's'}, median {median * 1000:.0f} ms {label} to first audio"
+    answered = sum(not t.interrupted for t in heard)
+    interrupted = sum(t.interrupted for t in timings)
+    counts = f"{answered} turn{'' if answered == 1 else 's'} answered" + (f", {interrupted} interrupted" if interrupted else "")
+    return f"{counts}, median {median * 1000:.0f} ms {label} to first audio"
 
 
 class RecordingClock:

@@ -8,7 +8,7 @@ session, hears the microphone's frames, reads the server's events and plays the 
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 
 import numpy as np
 
@@ -48,12 +48,25 @@ class TalkLoop(ABC):
         self.recording = RecordingClock(SPEECH_RATE)
         """Where each heard frame was recorded: turn ends found in the audio are timed on it."""
         self._last_event_at = time.monotonic()
+        self._pressed: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        """What the keys pressed asked for, carried out in order by the conversation's own task."""
 
     def toggle_mute(self) -> None:
         """m: the microphone is heard as silence until pressed again."""
         if self.state.ready:
             self.mic_muted = not self.mic_muted
             self.state.set_muted(self.mic_muted)
+
+    def stop_answer(self) -> None:
+        """Esc: the answer stops where the listener is, and no turn begins."""
+        if self.state.ready:
+            self._pressed.put_nowait(self._stop_answer)
+
+    async def _keys(self) -> None:
+        """Carry out what the keys asked for, one after another."""
+        while True:
+            action = await self._pressed.get()
+            await action()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Talk until `stop` (or the end of a headless file); a failure of any part ends the
@@ -119,6 +132,10 @@ class TalkLoop(ABC):
     @abstractmethod
     async def _disconnect(self, receiving: asyncio.Task) -> None:
         """Close the session and stop reading its events."""
+
+    @abstractmethod
+    async def _stop_answer(self) -> None:
+        """Stop the answer on the speaker and on the server, without a turn of the user's."""
 
     @abstractmethod
     def _answering(self) -> bool:

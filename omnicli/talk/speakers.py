@@ -14,6 +14,10 @@ class Speaker(Protocol):
     device_rate: int
     played_frames: int
     """Frames the listener has heard so far, at `device_rate`."""
+    realtime: bool
+    """It plays at the listener's pace (a device): when it runs dry inside an answer, they hear a gap."""
+    underruns: int
+    """Times the device itself ran dry (its callback came late), so far."""
 
     @property
     def buffered_seconds(self) -> float:
@@ -37,6 +41,8 @@ class FileSpeaker:
 
     device_rate = SPEECH_RATE
     buffered_seconds = 0.0
+    realtime = False
+    underruns = 0
 
     def __init__(self) -> None:
         self.played_frames = 0

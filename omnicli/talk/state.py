@@ -4,8 +4,10 @@ this turn's wait. The talk client tells it what happened; the view only reads it
 
 The state a person sees follows what actually happens, above all what the speaker plays: an
 answer is `speaking` from its first played sample until it is complete and played out (or cut
-off), not from when its text was made. Finished lines (you: ..., omni: ...) go to the display as
-they are final, to stay in the terminal's scrollback.
+off), not from when its text was made, and `waiting for audio` while the speaker has run dry inside
+it; its words are shown as far as they were heard. Finished lines (you: ..., omni: ...) go to the
+display as they are final, to stay in the terminal's scrollback. A word about the last turn and its
+wait stay a few seconds once all is quiet, then go (at once when the mic is muted).
 """
 
 import math
@@ -24,6 +26,7 @@ from omnicli.turns.modes import TurnMode
 LOADING = "loading models…"
 HEARING = "hearing you"
 SPEAKING = "speaking"
+WAITING = "waiting for audio"
 THINKING = "thinking"
 INTERRUPTED = "interrupted"
 MUTED = "muted"
@@ -35,6 +38,10 @@ _FLOOR_DB, _TOP_DB = -60.0, -6.0
 """The meter's range: silence at the bottom, a loud voice close to the mic at the top."""
 _METER_FALL = 0.6
 """Each frame the meter keeps this much of its last level, so a syllable stays readable."""
+LINGER_S = 4.0
+"""How long a word about the last turn, and its wait, stay on the panel once all is quiet."""
+PACE = 15.0
+"""Characters a second of speech, until the answers heard tell the voice's own pace."""
 
 
 class Display(Protocol):
@@ -45,6 +52,9 @@ class Display(Protocol):
 
     def hint(self, text: str) -> None:
         """Something the user should know about their last turn (e.g. it was not caught)."""
+
+    def listening(self, label: str) -> None:
+        """The session is ready; `label`: what the panel says now (listening, press Space to talk)."""
 
 
 def level_of(frame: np.ndarray) -> float:
@@ -59,7 +69,8 @@ def level_of(frame: np.ndarray) -> float:
 class TalkState:
     """What `omni talk` shows, as facts the talk client updates and the view reads."""
 
-    def __init__(self, turns: TurnMode, display: Display, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, turns: TurnMode, display: Display, clock: Callable[[], float] = time.monotonic, *,
+                 realtime_speaker: bool = True, notes: Callable[[dict], None] | None = None) -> None:
         self.turns = turns
         """How turns end (the client may fall back to CLIENT)."""
         self.display = display
@@ -83,6 +94,16 @@ class TalkState:
         """Duplex: the model's latest choice, "speak" or "listen" (response.speak / response.listen)."""
         self.overlap: str | None = None
         """Duplex: how the server took the user's latest speech over the answer (overlap.decision)."""
+        self.realtime_speaker = realtime_speaker
+        """The speaker plays at the listener's pace (a device), so its running dry is heard."""
+        self.notes = notes
+        """Where each answer's playing (gaps, underruns) is written: the event log (`--transcript`)."""
+        self._hint_at = 0.0
+        self._settled_at: float | None = None
+        """When the last answer was over (the panel's wait stays LINGER_S past it)."""
+        self._underruns = 0
+        self._spoken_chars = 0
+        self._spoken_seconds = 0.0
 
     # ---- what the view shows -------------------------------------------------------------
 
@@ -94,10 +115,10 @@ class TalkState:
         if self.recording and not self.muted:
             return HEARING
         if self.answer is not None and self.answer.audible:
-            return SPEAKING
+            return WAITING if self.answer.dry_since is not None else SPEAKING
         if self.awaiting or self.answer is not None:
             return THINKING
-        if self.interrupted:
+        if self.interrupted and self._fresh(self._settled_at):
             return INTERRUPTED
         if self.muted:
             return MUTED
@@ -108,7 +129,7 @@ class TalkState:
         """Facts worth a word next to the state's label."""
         label = self.label
         out = []
-        if self.interrupted and label != INTERRUPTED:
+        if self.interrupted and label != INTERRUPTED and (self.recording or self._fresh(self._settled_at)):
             out.append(INTERRUPTED)
         if self.muted and label not in (MUTED, LOADING):
             out.append("mic muted")
@@ -118,8 +139,31 @@ class TalkState:
             out.append(f"overlap: {self.overlap}")
         return out
 
+    @property
+    def pace(self) -> float:
+        """Characters a second of the voice's speech, from the answers played out so far."""
+        return self._spoken_chars / self._spoken_seconds if self._spoken_seconds >= 1.0 else PACE
+
+    def spoken(self) -> str:
+        """The current answer's words as far as the listener has heard them."""
+        answer = self.answer
+        return answer.heard(answer.played, self.pace) if answer is not None else ""
+
+    def shown_hint(self) -> str:
+        """The word about the last turn, while it is fresh."""
+        return self.hint if self._fresh(self._hint_at) else ""
+
+    def shown_timing(self) -> TurnTiming | None:
+        """This turn's wait while it runs, and a few seconds past its answer (not while muted)."""
+        if self.timing is None or self.awaiting or self.answer is not None:
+            return self.timing
+        return None if self.muted or not self._fresh(self._settled_at) else self.timing
+
+    def _fresh(self, since: float | None) -> bool:
+        return since is not None and self.clock() - since < LINGER_S
+
     def summary(self) -> str | None:
-        """The exit line: turns answered aloud and the median wait; None if there were none."""
+        """The exit line: turns answered aloud, turns interrupted, and the median wait; None if none was heard."""
         return summary(self.timings)
 
     # ---- what happened -------------------------------------------------------------------
@@ -127,6 +171,7 @@ class TalkState:
     def session_ready(self) -> None:
         """The session is up: the user is heard from now on."""
         self.ready = True
+        self.display.listening(self.label)
 
     def mic(self, frame: np.ndarray) -> None:
         """A frame from the microphone (after muting)."""
@@ -139,6 +184,7 @@ class TalkState:
         self.muted = muted
         if muted:
             self.level = 0.0
+            self.hint = ""
 
     def turn_started(self) -> None:
         """The user's turn began (key pressed, or speech heard): a new turn, a new wait."""
@@ -156,8 +202,9 @@ class TalkState:
         self.tell(why)
 
     def tell(self, text: str) -> None:
-        """A word for the user about what they just did, shown until their next turn."""
+        """A word for the user about what they just did, shown a few seconds (or until their next turn)."""
         self.hint = text
+        self._hint_at = self.clock()
         self.display.hint(text)
 
     def asked(self, started_at: float, by_key: bool) -> None:
@@ -166,6 +213,7 @@ class TalkState:
         self.awaiting = True
         self.interrupted = False
         self.hint = ""
+        self._settled_at = None
         self.timing = TurnTiming(started_at, self.clock(), by_key)
         self.timings.append(self.timing)
 
@@ -192,19 +240,26 @@ class TalkState:
     def answer_audio(self, samples: int) -> None:
         """`samples` of the answer's audio (24 kHz) arrived."""
         answer = self._open()
+        answer.refilled(self.clock())
         answer.add_audio(samples)
         self._mark(answer, "first_audio_at")
 
-    def playback(self, played: int, buffered: float) -> None:
+    def playback(self, played: int, buffered: float, underruns: int = 0) -> None:
         """Where the speaker is: `played` samples (24 kHz) of this answer heard, `buffered`
-        seconds still to play."""
+        seconds still to play, `underruns` the device's count of its own dropouts so far."""
         answer = self.answer
+        new_underruns, self._underruns = underruns - self._underruns, underruns
         if answer is None:
             return
+        answer.played = played
         if played > 0 and not answer.audible:
             answer.audible = True
             self.awaiting = False
             self._mark(answer, "first_played_at")
+        if answer.audible:
+            answer.underruns += max(0, new_underruns)
+            if self.realtime_speaker and not answer.done and buffered <= 0:
+                answer.ran_dry(self.clock())
         if answer.done and buffered <= 0:
             self._finish(answer)
 
@@ -215,6 +270,7 @@ class TalkState:
         if answer is None:
             return
         answer.done, answer.status = True, status
+        answer.dry_since = None  # all of it came: the end of its audio is no gap
         if buffered <= 0:
             self._finish(answer)
 
@@ -222,8 +278,12 @@ class TalkState:
         """The user spoke over the answer: it ends at what they heard."""
         self.interrupted = True
         self.awaiting = False
+        self._settled_at = self.clock()
         if self.answer is not None:
-            self._close(self.answer.cut_at(played))
+            self.answer.played = played
+            if self.answer.timing is not None:
+                self.answer.timing.interrupted = True
+            self._close(self.answer.cut_at(played, self.pace))
 
     def model_decision(self, decision: str) -> None:
         """Duplex: the model chose to speak or to keep listening; a turn it listens on past is
@@ -258,12 +318,25 @@ class TalkState:
 
     def _finish(self, answer: Answer) -> None:
         suffix = "" if answer.status in (None, "completed") else f" [{answer.status}]"
+        if answer.status in (None, "completed") and answer.text.strip():
+            self._spoken_chars += len(answer.text.strip())
+            self._spoken_seconds += answer.audio / SPEECH_RATE
         self._close(answer.text.strip() + suffix)
 
     def _close(self, line: str) -> None:
-        """The answer is over: its line goes to the transcript with its turn's wait."""
-        timing = self.answer.timing if self.answer is not None else None
-        self.answer = None
-        detail = f"{timing.waited:.2f} s" if timing is not None and timing.waited is not None else ""
+        """The answer is over: its line goes to the transcript with its turn's wait and how its
+        playing went; the event log gets the playing's figures."""
+        answer, self.answer = self.answer, None
+        self._settled_at = self.clock()
+        if answer is None:
+            return
+        timing = answer.timing
+        details = [f"{timing.waited:.2f} s"] if timing is not None and timing.waited is not None else []
+        if report := answer.playing_report():
+            details.append(report)
+        if self.notes is not None and answer.audible:
+            self.notes({"type": "omni.answer.played", "audio_ms": answer.audio * 1000 // SPEECH_RATE,
+                        "heard_ms": answer.played * 1000 // SPEECH_RATE, "gaps": len(answer.gaps),
+                        "longest_gap_ms": round(max(answer.gaps, default=0.0) * 1000), "underruns": answer.underruns})
         if line.strip():
-            self.display.said("omni", line.strip(), detail)
+            self.display.said("omni", line.strip(), " · ".join(details))

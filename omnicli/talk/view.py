@@ -1,12 +1,14 @@
-"""What `omni talk` shows on stderr. On a terminal, a live panel (`LiveView`): the state, the
-microphone's level and the turn's length, the answer as it comes, and this turn's wait with its
+"""What `omni talk` shows. On a terminal, a live panel (`LiveView`): the state, the microphone's
+level and the turn's length, the answer's words as they are heard, and this turn's wait with its
 stages; each finished line (you: ..., omni: ...) is printed above the panel, into the scrollback,
-where it stays after the talk ends. Elsewhere, plain lines (`LineView`). Both read a `TalkState`.
+where it stays after the talk ends. With no terminal, plain lines on stderr (`LineView`). When
+stderr is redirected but the process has a terminal, the panel is drawn on the terminal and the
+plain lines go to the redirected stderr (`PanelAndLines`). All read a `TalkState`.
 """
 
 import sys
 import time
-from typing import TextIO
+from typing import IO, TextIO
 
 from omnicli.errors import UsageError
 from omnicli.talk import state as states
@@ -16,12 +18,23 @@ _METER_CELLS = 24
 _ANSWER_LINES = 3
 """The answer as it streams shows its last lines only; the whole of it goes to the scrollback."""
 _COLOURS = {states.LOADING: "magenta", states.HEARING: "green", states.SPEAKING: "cyan", states.THINKING: "yellow",
-            states.INTERRUPTED: "red", states.MUTED: "red", states.IDLE: "blue", states.LISTENING: "blue"}
+            states.INTERRUPTED: "red", states.MUTED: "red", states.IDLE: "blue", states.LISTENING: "blue",
+            states.WAITING: "red"}
 
 
-def talk_view(keys: str):
-    """The view for this stderr: live on a terminal, plain lines elsewhere."""
-    return LiveView(keys) if sys.stderr.isatty() else LineView()
+def talk_view(keys: str, terminal_path: str = "/dev/tty"):
+    """The view for this process: the panel on stderr when it is a terminal; on the controlling
+    terminal, with plain lines on stderr, when only stderr is redirected; plain lines with no
+    terminal, or when no one is at it (stdin and stdout redirected too: a script, a test)."""
+    if sys.stderr.isatty():
+        return LiveView(keys)
+    if not (sys.stdin.isatty() or sys.stdout.isatty()):
+        return LineView()
+    try:
+        terminal = open(terminal_path, "w", encoding="utf-8")  # noqa: SIM115 - closed with the view
+    except OSError:  # no controlling terminal (a service, a CI job)
+        return LineView()
+    return PanelAndLines(LiveView(keys, terminal=terminal), LineView())
 
 
 class LiveView:
@@ -30,14 +43,17 @@ class LiveView:
     but through this console (the keys are read without echo), or the panel's redraw lands in the
     wrong place and leaves stale copies above it."""
 
-    def __init__(self, keys: str, console=None) -> None:
+    def __init__(self, keys: str, console=None, *, terminal: IO[str] | None = None) -> None:
+        """`terminal`: a terminal opened for the panel (stderr is elsewhere), closed with the view."""
         from rich.console import Console
         from rich.live import Live
 
         self.keys = keys
-        self.console = console or Console(stderr=True, highlight=False)
+        self._terminal = terminal
+        self.console = console or (Console(file=terminal, highlight=False) if terminal else Console(stderr=True, highlight=False))
         self._state: TalkState | None = None
-        self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=10, transient=True)
+        self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=10, transient=True,
+                          redirect_stderr=terminal is None)  # a redirected stderr keeps its own lines
 
     def __enter__(self) -> "LiveView":
         self._live.start()
@@ -45,6 +61,8 @@ class LiveView:
 
     def __exit__(self, *exc) -> None:
         self._live.stop()
+        if self._terminal is not None:
+            self._terminal.close()
 
     def show(self, state: TalkState) -> None:
         """Draw the panel from `state` from now on."""
@@ -61,11 +79,15 @@ class LiveView:
         line.add_column(no_wrap=True, justify="right")
         line.add_row(Text(f"{who}:", style="bold green" if who == "omni" else "bold"), Text(text),
                      Text(f"  {detail}" if detail else "", style="dim"))
+        self._live.refresh()  # the panel drawn under the line shows the state that made it, not the last frame's
         self.console.print(line)
 
     def hint(self, text: str) -> None:
         """Redraw the panel at once, so the state's new hint shows."""
         self._live.refresh()  # shown in the panel until the next turn
+
+    def listening(self, label: str) -> None:
+        """The session is ready: the panel says so itself."""
 
     def note(self, text: str) -> None:
         """Something the user should know once (e.g. a fallback omni chose)."""
@@ -90,9 +112,9 @@ class LiveView:
         rows = [status]
         if state.ready:
             rows.append(self._meter(state))
-        answer, hint, timing = state.answer, state.hint, state.timing  # once: the loop may change them meanwhile
-        if answer is not None and answer.text.strip():
-            rows.append(Text("omni: ", style="bold green") + Text(self._tail(answer.text.strip())))
+        spoken, hint, timing = state.spoken(), state.shown_hint(), state.shown_timing()  # once: the loop may change them meanwhile
+        if spoken:
+            rows.append(Text("omni: ", style="bold green") + Text(self._tail(spoken)))
         if hint:
             rows.append(Text(hint, style="yellow"))
         if timing is not None:
@@ -141,6 +163,10 @@ class LineView:
         """Something the user should know about their last turn, on a line of its own."""
         print(f"omni talk: {text}", file=sys.stderr)
 
+    def listening(self, label: str) -> None:
+        """The session is ready, said once: with no panel, the only sign that the user is heard."""
+        print(f"omni talk: {label}", file=sys.stderr)
+
     def note(self, text: str) -> None:
         """Something the user should know once (e.g. a fallback omni chose), on a line."""
         print(f"omni talk: {text}", file=sys.stderr)
@@ -148,6 +174,48 @@ class LineView:
     def problem(self, text: str) -> None:
         """A server error, on a line of its own."""
         print(f"omni: server error: {text}", file=sys.stderr)
+
+
+class PanelAndLines:
+    """The panel on the terminal and the plain lines on the redirected stderr, told the same news."""
+
+    def __init__(self, panel: LiveView, lines: LineView) -> None:
+        self.panel, self.lines = panel, lines
+
+    def __enter__(self) -> "PanelAndLines":
+        self.panel.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.panel.__exit__(*exc)
+
+    def show(self, state: TalkState) -> None:
+        """Draw the panel from `state` from now on."""
+        self.panel.show(state)
+
+    def said(self, who: str, text: str, detail: str = "") -> None:
+        """A finished line of the conversation, on both."""
+        self.panel.said(who, text, detail)
+        self.lines.said(who, text, detail)
+
+    def hint(self, text: str) -> None:
+        """A word about the last turn, on both."""
+        self.panel.hint(text)
+        self.lines.hint(text)
+
+    def listening(self, label: str) -> None:
+        """The session is ready: a line for the log (the panel says so itself)."""
+        self.lines.listening(label)
+
+    def note(self, text: str) -> None:
+        """Something the user should know once, on both."""
+        self.panel.note(text)
+        self.lines.note(text)
+
+    def problem(self, text: str) -> None:
+        """A server error, on both."""
+        self.panel.problem(text)
+        self.lines.problem(text)
 
 
 def _slim(key: str, value, kind: str):
@@ -165,8 +233,9 @@ def _decoded_size(text: str) -> int:
 
 
 class EventLog:
-    """`--transcript PATH`: every event in and out as JSON lines, audio and pictures replaced by their size.
-    The file is made with the first event, so a talk that never connected leaves none behind."""
+    """`--transcript PATH`: every event in and out as JSON lines, audio and pictures replaced by their size,
+    and omni talk's own notes (`note`: how each answer played, gaps and underruns). The file is made
+    with the first event, so a talk that never connected leaves none behind."""
 
     def __init__(self, path: str | None) -> None:
         self._path = path
@@ -174,7 +243,7 @@ class EventLog:
         self._start = time.monotonic()
 
     def write(self, direction: str, event: dict) -> None:
-        """Log one event, `in` or `out`, with its time since the talk began."""
+        """Log one event, `in`, `out` or `note`, with its time since the talk began."""
         if self._path is None:
             return
         import json

@@ -59,6 +59,6 @@ def test_push_to_talk_with_space_on_a_terminal(pulse, tmp_path):
     lines = term.lines()
     said = [line for line in lines if line.startswith(("you:", "omni:"))]
     assert len(said) == 2 and said[0] == you and len(said[1]) > len("omni: ")
-    assert re.fullmatch(r"omni talk: 1 turn, median \d+ ms from key press to first audio", lines[-1])
+    assert re.fullmatch(r"omni talk: 1 turn answered, median \d+ ms from key press to first audio", lines[-1])
     assert borders(term) == 0
     assert len(trim_silence(pulse.take_speaker())) / PULSE_RATE > 0.5  # the answer reached the speaker

@@ -11,12 +11,14 @@ a speaker that plays in real time; VAD and errors run the real `omni` app with a
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 
+from omnicli.talk import state as states
 from tests.helpers.cli_harness import CLEAN_ENV
 from tests.helpers.pty_screen import Terminal
 from tests.helpers.realtime_harness import silence, speech, speech_file
@@ -30,7 +32,8 @@ RUNNER = str(ROOT / "tests" / "helpers" / "talk_screen_runner.py")
 def talk(tmp_path):
     started: list[Terminal] = []
 
-    def start(*args: str, gate: Path | None = None) -> Terminal:
+    def start(*args: str, gate: Path | None = None, stderr: Path | None = None) -> Terminal:
+        """`stderr`: the program's stderr redirected to this file, as `omni talk 2> FILE` does."""
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         env.update({k: v for k, v in CLEAN_ENV.items() if v is not None}, TERM="xterm-256color",
                    PYTHONPATH=str(ROOT))
@@ -38,7 +41,10 @@ def talk(tmp_path):
             env.pop(key, None)
         if gate is not None:
             env["OMNI_TEST_GATE"] = str(gate)
-        started.append(Terminal([sys.executable, RUNNER, *args], env, rows=30, cols=100))
+        argv = [sys.executable, RUNNER, *args]
+        if stderr is not None:
+            argv = ["/bin/sh", "-c", 'exec "$@" 2>"$0"', str(stderr), *argv]
+        started.append(Terminal(argv, env, rows=30, cols=100))
         return started[-1]
 
     yield start
@@ -53,7 +59,7 @@ def test_push_to_talk_on_a_terminal(talk, tmp_path):
     term.press(b" ")  # while loading: nothing happens
     gate.touch()
     term.wait_for(lambda t: status(t) == "press Space to talk", "the idle state")
-    term.wait_for("Space talk · m mute · q quit", "the keys under the panel")
+    term.wait_for("Space talk · Esc interrupt · m mute · q quit", "the keys under the panel")
     term.press(b" ")
     term.wait_for(lambda t: status(t) == "hearing you", "hearing you")
     term.wait_for(lambda t: meter(t) >= 8, "the meter moving with the voice")
@@ -66,8 +72,8 @@ def test_push_to_talk_on_a_terminal(talk, tmp_path):
     answer = term.line_with(r"^omni: ")
     assert re.fullmatch(r"omni: It is noon\. +\d+\.\d\d s", answer)
     term.wait_for(lambda t: t.line_with(r"first audio \d+\.\d\d s from key press"), "the turn's wait")
-    term.wait_for(lambda t: t.line_with(r"ASR \d+\.\d\d s · thinker \d+\.\d\d s · talker \d+\.\d\d s · "
-                                        r"playback \d+\.\d\d s"), "its stages")
+    term.wait_for(lambda t: t.line_with(r"ASR (\d+\.\d\d s|heard early) · thinker \d+\.\d\d s · talker \d+\.\d\d s · "
+                                        r"playback \d+\.\d\d s"), "its stages")  # heard early: in a pause of the voice
     for key in (b"m", b"m", b"x", b"m"):  # muted, unmuted, a key that means nothing, muted
         term.press(key)
     term.wait_for(lambda t: status(t) == "muted" and "mic  muted" in t.text(), "muted")
@@ -81,7 +87,7 @@ def test_push_to_talk_on_a_terminal(talk, tmp_path):
     lines = term.lines()
     assert borders(term) == 0  # the panel is gone; the conversation stays
     assert [line for line in lines if line.startswith(("you:", "omni:"))] == ["you:  what I said", answer]
-    assert re.fullmatch(r"omni talk: 1 turn, median \d+ ms from key press to first audio", lines[-1])
+    assert re.fullmatch(r"omni talk: 1 turn answered, median \d+ ms from key press to first audio", lines[-1])
     assert term.modes() == (True, True)
 
 
@@ -129,16 +135,60 @@ def test_voice_activity_from_a_file_with_the_real_cli(talk, tmp_path):
     dialog = tmp_path / "dialog.wav"
     sf.write(str(dialog), np.concatenate([silence(0.3), speech(), silence(2.0), speech()]), 24000)
     term = talk("cli", "story-file", "talk", "--input-file", str(dialog), "--output-file", str(tmp_path / "said.wav"))
-    term.wait_for(lambda t: status(t) == "listening" and "m mute · q quit" in t.text(), "listening")
+    term.wait_for(lambda t: status(t) == "listening" and "Esc interrupt · m mute · q quit" in t.text(), "listening")
     term.wait_for(lambda t: status(t) == "hearing you", "hearing you")
-    term.wait_for(lambda t: t.line_with(r"^omni: .*—\[interrupted\]"), "the interrupted answer")
+    frames: list[tuple[str | None, int]] = []  # each screen: the state, and how many of the user's lines are up
+
+    def seen(t) -> bool:
+        frames.append((status(t), sum(line.startswith("you:") for line in t.lines())))
+        return t.line_with(r"^omni: .*—\[interrupted\]") is not None
+
+    term.wait_for(seen, "the interrupted answer")
     assert term.wait_exit() == 0
     said = [line for line in term.lines() if line.startswith(("you:", "omni:"))]
     assert said[0] == "you:  tell me a story"
     assert re.fullmatch(r"omni: Once upon a time, a knight rode out\. —\[interrupted\] +\d+\.\d\d s", said[1])
     assert said[2] == "you:  what time is it" and said[3].startswith("omni: It is noon.")
-    assert re.fullmatch(r"omni talk: 2 turns, median \d+ ms from end of speech to first audio", term.lines()[-1])
+    assert re.fullmatch(r"omni talk: 1 turn answered, 1 interrupted, median \d+ ms from end of speech to first audio", term.lines()[-1])
     assert borders(term) == 0 and term.modes() == (True, True)
+    new_line = [state for (state, count), (_, before) in zip(frames[1:], frames[:-1], strict=True) if count > before]
+    assert new_line and states.HEARING not in new_line  # the user's line comes with the panel that left "hearing you"
+
+
+def test_esc_stops_the_answer_and_opens_no_turn(talk):
+    term = talk("ptt", "story", str(speech_file()))
+    term.wait_for(lambda t: status(t) == "press Space to talk", "the idle state")
+    term.wait_for("Space talk · Esc interrupt · m mute · q quit", "Esc in the keys under the panel")
+    term.press(b" ")
+    term.wait_for(lambda t: recorded(t) >= 1.5, "the recording timer")
+    term.press(b" ")
+    term.wait_for(lambda t: status(t) == "speaking", "the story")
+    term.press(b"\x1b")
+    term.wait_for(lambda t: status(t) == "interrupted" and t.line_with(r"^omni: .*—\[interrupted\]"), "the answer stopped")
+    cut = term.line_with(r"^omni: .*—\[interrupted\]")
+    assert "He never came back" not in cut
+    time.sleep(1.0)  # nothing else happens: no turn begins
+    assert status(term) in ("interrupted", "press Space to talk") and recorded(term) == 0.0
+    term.press(b"q")
+    assert term.wait_exit() == 0
+    assert not any("didn't catch that" in line for line in term.lines())
+    assert re.fullmatch(r"omni talk: 0 turns answered, 1 interrupted, median \d+ ms from key press to first audio", term.lines()[-1])
+
+
+def test_with_stderr_redirected_the_panel_is_on_the_terminal_and_the_file_gets_plain_lines(talk, tmp_path):
+    log = tmp_path / "talk.log"
+    term = talk("cli", "noon", "talk", "--input-file", str(speech_file()), "--output-file", str(tmp_path / "said.wav"),
+                stderr=log)
+    term.wait_for(lambda t: status(t) == "listening", "the panel on the terminal")
+    term.wait_for(lambda t: t.line_with(r"^omni: It is noon\."), "the answer on the terminal")
+    assert term.wait_exit() == 0
+    assert borders(term) == 0 and term.modes() == (True, True)
+    assert [line for line in term.lines() if line.startswith(("you:", "omni:"))][0] == "you:  what I said"
+    lines = log.read_text().splitlines()
+    assert lines[0] == "omni talk: listening"
+    assert lines[1:3] == ["you:  what I said", lines[2]] and re.fullmatch(r"omni: +It is noon\. \(\d+\.\d\d s\)", lines[2])
+    assert re.fullmatch(r"omni talk: 1 turn answered, median \d+ ms from end of speech to first audio", lines[-1])
+    assert not any("╭" in line or "\x1b" in line for line in lines)  # no panel in the file
 
 
 def test_an_error_while_loading_restores_the_terminal(talk, tmp_path):

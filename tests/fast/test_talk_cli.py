@@ -60,7 +60,7 @@ def test_vad_smart_ends_turns_with_smart_turn(tmp_path):
                       engines=engines)
     assert result.exit_code == 0, result.stderr
     assert "omni: It is noon." in result.stderr
-    assert "omni talk: 1 turn, median" in result.stderr
+    assert "omni talk: 1 turn answered, median" in result.stderr
     assert said.exists()
 
 

@@ -385,6 +385,12 @@ class Duplex:
     def acks(self) -> list[dict]:
         return self.log.of("out", "playback.ack")
 
+    async def hearing_the_answer(self, played_s: float) -> None:
+        """A question asked, eight pieces of its answer in, `played_s` of it played."""
+        self.ask()
+        await self.log.until("in", "response.audio.delta", 8)
+        self.speaker.play(int(played_s * SPEECH_RATE))
+
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, SAFETY_S))
@@ -425,6 +431,25 @@ def test_client_forced_barge_in_where_the_server_has_none():
     assert any(line.endswith("—[interrupted]") for line in d.view.lines)
 
 
+def test_esc_stops_a_duplex_answer_where_it_was_heard_and_begins_no_turn():
+    shape = MiniCPMoShape(supports_barge_in=False, deltas=10, hold=8)
+
+    async def go(url: str):
+        async with Duplex(url) as d:
+            await d.hearing_the_answer(played_s=0.6)
+            d.client.stop_answer()
+            await d.log.until("out", "response.cancel")
+        return d
+
+    with served(shape.handler) as url:
+        d = run(go(url))
+    assert d.log.of("out", "response.cancel")[0]["response_id"] == "resp_01"
+    assert [a["played_ms"] for a in d.acks() if a["response_id"] == "resp_01"][-1] == 600
+    assert d.speaker.flushed == 1 and (d.client.interruptions, d.client.forced) == (1, 0)
+    assert len(d.log.of("out", "input_audio_buffer.commit")) == 1 and not d.log.of("out", "input_audio_buffer.clear")
+    assert d.view.lines[-1].endswith("—[interrupted]")
+
+
 def test_a_backchannel_over_an_answer_the_server_cannot_cut_is_dropped_and_the_answer_plays_on():
     """supports_barge_in false: a remark shorter than a backchannel ("uh-huh") is not the user
     taking the turn: no cancel, nothing flushed, no turn committed; the remark is cleared."""
@@ -432,9 +457,7 @@ def test_a_backchannel_over_an_answer_the_server_cannot_cut_is_dropped_and_the_a
 
     async def go(url: str):
         async with Duplex(url) as d:
-            d.ask()
-            await d.log.until("in", "response.audio.delta", 8)
-            d.speaker.play(int(0.6 * SPEECH_RATE))
+            await d.hearing_the_answer(played_s=0.6)
             d.voice.say(np.concatenate([speech()[:int(0.45 * SPEECH_RATE)], silence(0.8)]))
             await d.log.until("out", "input_audio_buffer.clear")
             labels = list(d.client.state.badges)

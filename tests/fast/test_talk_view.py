@@ -266,6 +266,43 @@ def test_an_answer_made_in_full_but_still_playing_is_cut_where_heard():
     assert "response.cancel" not in t.log.kinds("out")  # nothing left to cancel
 
 
+@pytest.mark.parametrize("turns", ["ptt", "server"])
+def test_esc_stops_the_answer_where_it_was_heard_and_opens_no_turn(turns):
+    hold = Hold()
+    engine = ScriptedEngine(chat=[TranscriptDelta("tell me"), TextDelta("one two three four"), AudioDelta(tone(1.0)), hold],
+                            transcripts=["tell me"])
+    view = Recorder()
+
+    async def go():
+        async with Talk(engine, turns, speaker=Device(), view=view) as t:
+            s = t.client.state
+            if turns == "ptt":
+                t.client.toggle_push_to_talk()
+                await until(lambda: s.label == states.HEARING)
+                t.voice.say(speech())
+                await t.log.until("out", "input_audio_buffer.append", frames_of(speech()))
+                t.client.toggle_push_to_talk()
+            else:
+                t.voice.say(np.concatenate([speech(), silence(1.0)]))
+            await hold.reached.wait()
+            await until(lambda: s.answer is not None and s.answer.audio)
+            t.speaker.play(12000)  # half of the second of audio heard
+            await until(lambda: s.label == states.SPEAKING)
+            t.client.stop_answer()
+            await t.log.until("out", "conversation.item.truncate")
+            await t.log.until("in", "response.done")
+            return t
+
+    t = run(go())
+    out = t.log.kinds("out")
+    assert out.count("response.cancel") == 1  # also where the server's VAD cancels on speech: there was none
+    assert t.log.of("out", "conversation.item.truncate")[0]["audio_end_ms"] == 500
+    assert t.speaker.flushed == 1 and view.lines == ["you: tell me", "omni: one two —[interrupted]"]
+    assert t.client.state.label == states.INTERRUPTED and not t.client.state.recording
+    assert out.count("input_audio_buffer.clear") == (1 if turns == "ptt" else 0)  # no new turn was begun
+    assert t.client.state.summary().startswith("0 turns answered, 1 interrupted, median ")
+
+
 def test_server_vad_turns_show_the_same_states_and_honest_labels():
     engine = ScriptedEngine(chat=answer("It is noon.", audio_seconds=0.3), transcripts=["what time is it"])
     view = Snapshots()
@@ -309,12 +346,27 @@ def test_the_heard_text_is_the_played_fraction_of_the_text_that_came_with_the_au
 def test_the_summary_counts_turns_in_good_english():
     one = TurnTiming(10.0, 10.0, by_key=True, first_played_at=10.8)
     more = [TurnTiming(0.0, 0.5, by_key=False, first_played_at=s) for s in (1.0, 2.0, 3.0)]
-    assert summary([one]) == "1 turn, median 800 ms from key press to first audio"
-    assert summary(more) == "3 turns, median 2000 ms from end of speech to first audio"
+    assert summary([one]) == "1 turn answered, median 800 ms from key press to first audio"
+    assert summary(more) == "3 turns answered, median 2000 ms from end of speech to first audio"
     assert summary([TurnTiming(0.0, 0.5, by_key=False)]) is None  # never heard: not a measured turn
 
 
-def render(state: TalkState, keys: str = "Space talk · m mute · q quit") -> list[str]:
+def test_the_summary_counts_interrupted_turns_apart_from_answered_ones():
+    cut = TurnTiming(0.0, 0.5, by_key=False, first_played_at=1.0, interrupted=True)
+    stopped_early = TurnTiming(5.0, 5.5, by_key=False, interrupted=True)  # cut before a sound of it
+    answered = TurnTiming(10.0, 10.5, by_key=False, first_played_at=12.0)
+    assert summary([cut, stopped_early, answered]) == (
+        "1 turn answered, 2 interrupted, median 1500 ms from end of speech to first audio")
+
+
+def test_a_transcript_that_came_with_the_commit_reads_heard_early_not_zero():
+    early = TurnTiming(0.0, 0.5, by_key=False, heard_at=0.5, first_text_at=0.7)
+    late = TurnTiming(0.0, 0.5, by_key=False, heard_at=0.8, first_text_at=0.9)
+    assert early.breakdown() == "turn end 0.50 s · ASR heard early · thinker 0.20 s"
+    assert late.breakdown() == "turn end 0.50 s · ASR 0.30 s · thinker 0.10 s"
+
+
+def render(state: TalkState, keys: str = "Space talk · Esc interrupt · m mute · q quit") -> list[str]:
     from rich.console import Console
 
     console = Console(file=io.StringIO(), width=90, record=True, color_system=None)
@@ -331,7 +383,7 @@ def test_the_panel_shows_state_meter_timer_and_this_turns_wait():
     state.session_ready()
     idle = render(state)
     assert "● press Space to talk" in idle[1] and "mic  " + "░" * 24 in idle[2]
-    assert "Space talk · m mute · q quit" in idle[-1]
+    assert "Space talk · Esc interrupt · m mute · q quit" in idle[-1]
     state.turn_started()
     for _ in range(25):  # one second of a loud voice
         state.mic(0.3 * np.sin(np.arange(960) * 0.1).astype(np.float32))
@@ -346,6 +398,100 @@ def test_the_panel_shows_state_meter_timer_and_this_turns_wait():
     state.playback(played=240, buffered=0.5)
     speaking = render(state)
     assert "● speaking" in speaking[1]
-    assert any("omni: It is noon." in line for line in speaking)
+    assert not any("omni:" in line for line in speaking)  # a tenth of "It is noon." heard: not a word yet
     assert any("first audio 0.75 s from key press" in line for line in speaking)
     assert any("ASR 0.20 s · thinker 0.15 s · talker 0.25 s · playback 0.15 s" in line for line in speaking)
+    state.answer_done("completed", buffered=0.05)
+    state.playback(played=2400, buffered=0.05)
+    assert any("omni: It is noon." in line for line in render(state))
+
+
+def answering(clock: dict, text: str, audio_seconds: float) -> TalkState:
+    """A state with an answer on its way: `text` all in, `audio_seconds` of its audio in, none played."""
+    state = TalkState("client", Recorder(), clock=lambda: clock["now"])
+    state.session_ready()
+    state.turn_started()
+    state.asked(started_at=0.0, by_key=False)
+    state.answer_started()
+    state.answer_text(text)
+    state.answer_audio(round(audio_seconds * 24000))
+    return state
+
+
+def panel_answer(state: TalkState) -> str | None:
+    lines = [line.strip("│ ") for line in render(state) if "omni: " in line]
+    return lines[0] if lines else None
+
+
+def test_the_panel_shows_the_answers_words_as_they_are_heard_not_as_they_came():
+    """The server sent two sentences of text with the first second of audio: the panel follows the
+    voice (at its pace while the answer is being made), and the cut line says the same."""
+    clock = {"now": 1.0}
+    state = answering(clock, "Once upon a time, there was a knight. One day, he rode out.", audio_seconds=1.0)
+    assert state.label == states.THINKING and panel_answer(state) is None
+    shown = []
+    for played in (2400, 9600, 14400, 19200):
+        state.playback(played=played, buffered=1.0)
+        shown.append(panel_answer(state))
+    assert shown == [None, "omni: Once", "omni: Once upon", "omni: Once upon a"]  # 15 characters a second of speech
+    state.cut_off(19200)
+    assert state.display.lines[-1] == "omni: Once upon a —[interrupted]"
+
+
+def test_the_voices_pace_is_learned_from_the_answers_played_out():
+    clock = {"now": 1.0}
+    state = answering(clock, "One two three four five six seven eight nine ten.", audio_seconds=2.0)
+    state.answer_done("completed", buffered=0.0)
+    state.playback(played=48000, buffered=0.0)
+    assert state.pace == pytest.approx(24.5)  # a quick voice: 49 characters in two seconds
+    state.answer_started()
+    state.answer_text("Eleven twelve thirteen fourteen. Fifteen sixteen seventeen.")
+    state.answer_audio(48000)
+    state.playback(played=24000, buffered=1.0)
+    assert panel_answer(state) == "omni: Eleven twelve thirteen"  # 24 characters heard, whole words only
+
+
+def test_the_speaker_running_dry_inside_an_answer_is_shown_counted_and_logged():
+    clock, notes = {"now": 1.0}, []
+    state = answering(clock, "On a clear day, the sky is", audio_seconds=1.0)
+    state.notes = notes.append
+    state.playback(played=24000, buffered=0.0, underruns=0)
+    assert state.label == states.WAITING and state.answer.dry_since == 1.0
+    clock["now"] = 3.0
+    state.answer_text(" typically blue.")
+    state.answer_audio(24000)
+    clock["now"] = 3.5
+    state.playback(played=36000, buffered=0.5, underruns=1)
+    assert state.label == states.SPEAKING
+    assert "● waiting for audio" not in render(state)[1]
+    state.answer_done("completed", buffered=0.5)
+    state.playback(played=48000, buffered=0.0, underruns=1)
+    assert state.display.lines == ["omni: On a clear day, the sky is typically blue."]
+    assert notes == [{"type": "omni.answer.played", "audio_ms": 2000, "heard_ms": 2000, "gaps": 1,
+                      "longest_gap_ms": 2000, "underruns": 1}]
+    assert state.label == states.LISTENING
+
+
+def test_a_headless_speaker_never_runs_dry():
+    clock = {"now": 1.0}
+    state = answering(clock, "On a clear day,", audio_seconds=1.0)
+    state.realtime_speaker = False
+    state.playback(played=24000, buffered=0.0)
+    assert state.label == states.SPEAKING
+
+
+def test_the_last_turns_word_and_wait_go_once_all_is_quiet_and_at_once_on_mute():
+    clock = {"now": 1.0}
+    state = answering(clock, "It is noon.", audio_seconds=0.5)
+    state.answer_done("completed", buffered=0.0)
+    state.playback(played=12000, buffered=0.0)
+    assert state.label == states.LISTENING and state.shown_timing() is not None
+    clock["now"] = 1.0 + states.LINGER_S
+    assert state.shown_timing() is None and not any("first audio" in line for line in render(state))
+    state.turn_skipped()
+    assert state.shown_hint() == states.NOT_CAUGHT
+    clock["now"] += states.LINGER_S
+    assert state.shown_hint() == ""
+    state.turn_skipped()
+    state.set_muted(True)
+    assert state.shown_hint() == "" and states.NOT_CAUGHT not in "\n".join(render(state))

@@ -43,6 +43,8 @@ class Voice:
 class Device(FileSpeaker):
     """A speaker with a device's buffer: what was written is 'playing' until the test plays it."""
 
+    realtime = True
+
     def __init__(self) -> None:
         super().__init__()
         self.queued = 0
@@ -150,6 +152,8 @@ class LoopedVoice:
 
 class PacedSpeaker(FileSpeaker):
     """A speaker that plays at a device's pace: what was written is heard one second per second."""
+
+    realtime = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -82,8 +82,10 @@ def _response_id(event: dict) -> str | None:
 class DuplexTalkClient(TalkLoop):
     """The full-duplex talk: the microphone streams to the session all along, answers play as they come."""
 
-    def __init__(self, link: DuplexLink, source, speaker, options: DuplexOptions, view) -> None:
-        state = TalkState(TurnMode.CLIENT if options.turns == TurnMode.SMART else options.turns, view)
+    def __init__(self, link: DuplexLink, source, speaker, options: DuplexOptions, view, log=None) -> None:
+        """`log`: the event log (`--transcript`), where each answer's playing is noted."""
+        state = TalkState(TurnMode.CLIENT if options.turns == TurnMode.SMART else options.turns, view,
+                          realtime_speaker=speaker.realtime, notes=None if log is None else lambda note: log.write("note", note))
         super().__init__(source, speaker, view, state, echo_gate=options.echo_gate)
         self.link = link
         self.options = options
@@ -147,7 +149,7 @@ class DuplexTalkClient(TalkLoop):
         """Nothing more: the session was configured as it opened."""
 
     def _parts(self) -> list[Coroutine]:
-        return [self._listen(), self._follow_playback(), self._confirm_commits()]
+        return [self._listen(), self._follow_playback(), self._confirm_commits(), self._keys()]
 
     async def _leaving(self) -> None:
         """Nothing yet: what was played is acknowledged once the microphone stops."""
@@ -298,10 +300,9 @@ class DuplexTalkClient(TalkLoop):
         await self.appends.flush()
         await self.send({"type": ClientEvent.INPUT_CLEAR.value})
 
-    async def _force_barge_in(self, speech: list[np.ndarray]) -> None:
-        """No barge-in on the server: stop the answer here, cancel it there unless the server has
-        finished it (only its playing was left), and send the user's `speech` again from its
-        onset (the clear dropped it with the rest of the buffer)."""
+    async def _stop_answer(self) -> None:
+        """Stop the answer here, and cancel it there unless the server has finished it (only its
+        playing was left)."""
         target = self.active if self.active is not None and self.active not in self.cut else None
         if self.playing is not None and self.playing.response_id not in self.cut:
             await self._cut_off()
@@ -310,6 +311,11 @@ class DuplexTalkClient(TalkLoop):
         if target is not None:
             self.cut.add(target)
             await self.send({"type": ClientEvent.RESPONSE_CANCEL.value, "response_id": target})
+
+    async def _force_barge_in(self, speech: list[np.ndarray]) -> None:
+        """No barge-in on the server: stop the answer (`_stop_answer`), and send the user's
+        `speech` again from its onset (the clear dropped it with the rest of the buffer)."""
+        await self._stop_answer()
         self.forced += 1
         self.appends.drop_unsent()  # `speech` holds them
         await self.send({"type": ClientEvent.INPUT_CLEAR.value})
@@ -357,7 +363,7 @@ class DuplexTalkClient(TalkLoop):
         while True:
             await asyncio.sleep(POLL_SECONDS)
             if (newest := self.playing) is not None:
-                self.state.playback(newest.played(self.speaker), self.speaker.buffered_seconds)
+                self.state.playback(newest.played(self.speaker), self.speaker.buffered_seconds, self.speaker.underruns)
             due = time.monotonic() - self._last_ack_at >= ACK_SECONDS
             for playing in list(self.on_speaker):
                 finished = playing.done and playing.played(self.speaker) >= playing.samples
