@@ -99,6 +99,13 @@ def test_a_silent_turn_is_not_caught_and_not_answered(talk):
     assert meter(term) == 0
     term.press(b"\r")  # Enter sends a turn too
     term.wait_for(lambda t: "didn't catch that" in t.text() and status(t) == "press Space to talk", "the turn dropped")
+    term.wait_for(lambda t: "didn't catch that" not in t.text(), "the word gone once all was quiet a while")
+    term.press(b" ")
+    term.wait_for(lambda t: recorded(t) >= 0.5, "the recording timer")
+    term.press(b" ")
+    term.wait_for(lambda t: "didn't catch that" in t.text(), "the word again")
+    term.press(b"m")
+    term.wait_for(lambda t: status(t) == "muted" and "didn't catch that" not in t.text(), "the word gone on mute")
     term.press(b"q")
     assert term.wait_exit() == 0
     assert not any(line.startswith(("you:", "omni:", "omni talk: 1 turn")) for line in term.lines())
@@ -110,7 +117,14 @@ def test_speaking_over_the_answer_marks_it_at_the_cut(talk):
     term.press(b" ")
     term.wait_for(lambda t: recorded(t) >= 1.5, "the recording timer")
     term.press(b" ")
-    term.wait_for(lambda t: status(t) == "speaking", "the story")
+    panels: list[str] = []  # the answer's line on the panel, each screen until the story is heard out
+
+    def answer_on_panel(t) -> bool:
+        panels.append(t.line_with(r"^│ omni: ") or "")
+        return status(t) == "waiting for audio"
+
+    term.wait_for(answer_on_panel, "the speaker run dry: the story's next sentence never comes")
+    assert any("Once upon" in line for line in panels) and not any("He never" in line for line in panels)
     term.press(b" ")  # talk over it
     term.wait_for(lambda t: status(t) == "hearing you · interrupted", "the interruption")
     term.wait_for(lambda t: t.line_with(r"^omni: .*—\[interrupted\]"), "the cut answer")
