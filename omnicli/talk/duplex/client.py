@@ -19,7 +19,6 @@ Everything branches on the session's capabilities, never on a model name.
 
 import asyncio
 import base64
-import json
 import logging
 import time
 from collections import deque
@@ -35,10 +34,12 @@ from omnicli.errors import OmniError, ServerError
 from omnicli.protocol import duplex
 from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, ServerEvent, error_code_and_message
 from omnicli.session.duplex.overlap import SHORT_ACK_MS
+from omnicli.talk.duplex.acks import SpeakerAcks
 from omnicli.talk.duplex.appends import Appends
 from omnicli.talk.duplex.link import DuplexLink, SessionRefused
 from omnicli.talk.duplex.options import DuplexOptions
 from omnicli.talk.duplex.presets import InputEncoder, session_config
+from omnicli.talk.duplex.tools import ToolCalls
 from omnicli.talk.echo_gate import next_heard_frame
 from omnicli.talk.loop import POLL_SECONDS, TalkLoop
 from omnicli.talk.playing import Playing
@@ -51,13 +52,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("omni")
 
-ACK_SECONDS = 0.25
-"""How often `playback.ack` reports progress while an answer plays."""
 _PREROLL_MS = 300
 """Client-forced barge-in clears the input buffer; this much audio from before the speech was
 detected is sent again after the clear, so the user's first syllable is not lost."""
 _SILENCE_MS = 500
-NO_TOOLS = "omni talk runs no tools, so this call was not run"
 _REPLAY_SETTLE_S = 0.5
 """After a resume, how long the replay has to confirm a commit sent as the socket dropped."""
 _ECHOES = {ServerEvent.HEARTBEAT_ACK, ServerEvent.PLAYBACK_ACKNOWLEDGED}
@@ -100,14 +98,13 @@ class DuplexTalkClient(TalkLoop):
         """Barge-ins the client forced (the server has none)."""
         self.backchannels = 0
         """Remarks over an answer the client dropped (the server has no barge-in to judge them)."""
-        self.on_speaker: list[Playing] = []
-        """Responses whose audio the speaker holds or plays, oldest first."""
+        self.acks = SpeakerAcks(speaker, self.send, lambda: self.capabilities.supports_audio_truncate)
+        """Responses whose audio the speaker holds or plays, and what the server was told of them."""
         self.active: str | None = None
         """The response the server is making (created, not yet done)."""
         self.cut: set[str | None] = set()
         """Responses the user talked over: the rest of their audio and text is dropped."""
-        self._tool_names: dict[str, str] = {}
-        """The name of each tool call announced (by call_id), until its arguments are done."""
+        self.tools = ToolCalls()
         self._detector: TurnDetector | None = None
         self.appends = Appends(self.encoder, self.send, options.frame)
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, _PREROLL_MS // FRAME_MS) + 1)
@@ -117,7 +114,6 @@ class DuplexTalkClient(TalkLoop):
         it may still be a backchannel."""
         self._overlap_audio: list[np.ndarray] = []
         """That speech from its onset: sent again after the clear, should it become a barge-in."""
-        self._last_ack_at = 0.0
 
     @property
     def capabilities(self):
@@ -127,7 +123,7 @@ class DuplexTalkClient(TalkLoop):
     @property
     def playing(self) -> Playing | None:
         """The newest response on the speaker."""
-        return self.on_speaker[-1] if self.on_speaker else None
+        return self.acks.newest
 
     def toggle_push_to_talk(self) -> None:
         """Space does nothing in duplex: the model listens all along."""
@@ -157,8 +153,7 @@ class DuplexTalkClient(TalkLoop):
     async def _disconnect(self, receiving: asyncio.Task) -> None:
         """What was played is acknowledged, then `session.close` -> `session.closed`."""
         if not receiving.done():
-            for playing in self.on_speaker:
-                await self._ack(playing, quietly=True)
+            await self.acks.ack_all()
         await self.link.close()  # the receiver reads on until session.closed
         receiving.cancel()
         await asyncio.gather(receiving, return_exceptions=True)
@@ -325,52 +320,21 @@ class DuplexTalkClient(TalkLoop):
         """The user talked over the answer: what was not heard is dropped from the speaker, and
         the server told how much of each answer on it was heard (`truncate` where it can shorten
         the stored answer)."""
-        cut = [(playing, playing.played(self.speaker)) for playing in self.on_speaker]
-        self.speaker.flush()
-        self.on_speaker = []
-        if not cut:
-            return
-        self.interruptions += 1
-        self.state.cut_off(cut[-1][1])
-        for playing, _ in cut:
-            self.cut.add(playing.response_id)
-            await self._ack(playing, cut=True)
+        self.cut.update(playing.response_id for playing in self.acks.on_speaker)
+        cut = await self.acks.cut()
+        if cut:
+            self.interruptions += 1
+            self.state.cut_off(cut[-1][1])
 
     # ---- playback ---------------------------------------------------------------------------
 
-    async def _ack(self, playing: Playing, *, cut: bool = False, quietly: bool = False) -> None:
-        """`playback.ack` with the cumulative `played_ms` (when it moved, and always at a cut)."""
-        played = playing.played_ms(self.speaker)
-        if played == playing.acked_ms and not cut:
-            return
-        playing.acked_ms = played
-        self._last_ack_at = time.monotonic()
-        event: dict = {"type": ClientEvent.PLAYBACK_ACK.value, "response_id": playing.response_id,
-                       "played_ms": played, "committed_ms": played}
-        if playing.item_id:
-            event["item_id"] = playing.item_id
-        if cut and self.capabilities.supports_audio_truncate:
-            event["truncate"] = True
-        try:
-            await self.send(event)
-        except OmniError:
-            if not quietly:
-                raise
-
     async def _follow_playback(self) -> None:
-        """The view follows the speaker; the server hears of each answer's progress every
-        ACK_SECONDS, and when it has played out."""
+        """The view follows the speaker; the server hears of each answer's progress (`acks`)."""
         while True:
             await asyncio.sleep(POLL_SECONDS)
             if (newest := self.playing) is not None:
                 self.state.playback(newest.played(self.speaker), self.speaker.buffered_seconds, self.speaker.underruns)
-            due = time.monotonic() - self._last_ack_at >= ACK_SECONDS
-            for playing in list(self.on_speaker):
-                finished = playing.done and playing.played(self.speaker) >= playing.samples
-                if finished or due:
-                    await self._ack(playing)
-                if finished and playing in self.on_speaker:
-                    self.on_speaker.remove(playing)
+            await self.acks.follow()
 
     def _play(self, event: dict, response_id: str | None) -> None:
         if response_id is None or response_id in self.cut:
@@ -380,10 +344,7 @@ class DuplexTalkClient(TalkLoop):
         rate = int(event.get("sample_rate_hz") or self.options.preset.output_rate)
         if rate != SPEECH_RATE:
             samples = resample(samples, rate, SPEECH_RATE)
-        playing = self.playing
-        if playing is None or playing.response_id != response_id:
-            playing = Playing.after(self.speaker, response_id, event.get("item_id"))
-            self.on_speaker.append(playing)
+        playing = self.acks.playing(response_id, event.get("item_id"))
         playing.samples += len(samples)
         self.echo.played(samples)
         self.said.append(samples)
@@ -435,11 +396,12 @@ class DuplexTalkClient(TalkLoop):
             case ServerEvent.RESPONSE_DONE:
                 await self._response_done(rid, (event.get("response") or {}).get("status"))
             case ServerEvent.OUTPUT_ITEM_ADDED:
-                item = event.get("item") or {}
-                if item.get("type") == "function_call":
-                    self._tool_names[str(item.get("call_id") or item.get("id"))] = str(item.get("name") or "")
+                self.tools.announced(event.get("item") or {})
             case ServerEvent.FUNCTION_CALL_ARGUMENTS_DONE:
-                await self._tool_called(event)
+                shown, output = self.tools.called(event)
+                self.view.said("tool", shown, "not run: omni talk runs no tools")
+                if output is not None:
+                    await self.send(output)
             case ServerEvent.FUNCTION_CALL_MALFORMED:
                 raw = event.get("event") or {}
                 self.view.problem(f"the model made a malformed tool call ({raw.get('name') or 'no name'}, arguments "
@@ -449,17 +411,6 @@ class DuplexTalkClient(TalkLoop):
                 text = message + (f" ({code})" if code else "")
                 self.errors.append(text)
                 self.view.problem(text)
-
-    async def _tool_called(self, event: dict) -> None:
-        """The model called a tool (Nemotron VoiceChat). omni talk runs none: the call is shown, and
-        the model is told so in the call's output, rather than left waiting for a result."""
-        call_id = event.get("call_id")
-        name = self._tool_names.pop(str(call_id or event.get("item_id")), "") or str(event.get("name") or "a tool")
-        arguments = str(event.get("arguments") or "")
-        self.view.said("tool", f"{name}({arguments})", "not run: omni talk runs no tools")
-        if call_id:
-            await self.send({"type": ClientEvent.ITEM_CREATE.value, "item": {
-                "type": "function_call_output", "call_id": call_id, "output": json.dumps({"error": NO_TOOLS})}})
 
     async def _server_barge_in(self) -> None:
         """The server cancelled the answer over the user's speech: stop playing it now."""
@@ -472,7 +423,7 @@ class DuplexTalkClient(TalkLoop):
     async def _response_done(self, rid: str | None, status: str | None) -> None:
         if rid == self.active:
             self.active = None
-        playing = next((p for p in self.on_speaker if p.response_id == rid), None)
+        playing = self.acks.of(rid)
         if status == "cancelled" and rid is not None and rid not in self.cut:
             if playing is not None:
                 await self._cut_off()  # a barge-in the server decided
