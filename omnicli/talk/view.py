@@ -22,7 +22,7 @@ _COLOURS = {states.LOADING: "magenta", states.HEARING: "green", states.SPEAKING:
             states.WAITING: "red"}
 
 
-def talk_view(keys: str, terminal_path: str = "/dev/tty"):
+def talk_view(keys: str):
     """The view for this process: the panel on stderr when it is a terminal; on the controlling
     terminal, with plain lines on stderr, when only stderr is redirected; plain lines with no
     terminal, or when no one is at it (stdin and stdout redirected too: a script, a test)."""
@@ -31,7 +31,7 @@ def talk_view(keys: str, terminal_path: str = "/dev/tty"):
     if not (sys.stdin.isatty() or sys.stdout.isatty()):
         return LineView()
     try:
-        terminal = open(terminal_path, "w", encoding="utf-8")  # noqa: SIM115 - closed with the view
+        terminal = open("/dev/tty", "w", encoding="utf-8")  # noqa: SIM115 - closed with the view
     except OSError:  # no controlling terminal (a service, a CI job)
         return LineView()
     return PanelAndLines(LiveView(keys, terminal=terminal), LineView())
