@@ -1,0 +1,162 @@
+"""Conversation speed as a client meets it: spoken questions streamed in real time to `omni serve`'s
+/v1/realtime in 40 ms appends, the server's own turn detection ending each turn (server_vad with
+its default 500 ms of silence, or semantic_vad), timed from the last loud sample sent to the first
+audio delta received, and each answer checked for the word it must hold. Per thinker and turn
+mode: p50 / p90 and answers right, beside the floor (the transcript, the thinker's first speakable
+piece and the talker's first chunk, each called alone in this process, summed) and the ratio.
+
+    python benchmarks/realtime_client.py                                 # the default thinker, both modes
+    python benchmarks/realtime_client.py --llm qwen-1.5b smollm2         # several thinkers
+    python benchmarks/realtime_client.py --modes server_vad --questions 10
+    python benchmarks/realtime_client.py --no-floor                      # skip the stages called alone
+"""
+
+import argparse
+import asyncio
+import base64
+import json
+import re
+import statistics
+import time
+
+import numpy as np
+from local_serve import omni_serve  # benchmarks/local_serve.py
+from turns import voice  # benchmarks/turns.py: the embedded voice without sampling noise
+
+from omnicli.bench.scoring import percentile
+
+QUESTIONS = [
+    ("How many days are there in a week?", ["seven", "7"]), ("What color is the sky on a clear day?", ["blue"]),
+    ("What do bees make?", ["honey"]), ("How many legs does a spider have?", ["eight", "8"]),
+    ("What is the opposite of hot?", ["cold"]), ("What is two plus two?", ["four", "4"]),
+    ("What is the capital of France?", ["paris"]), ("How many hours are in a day?", ["24", "twenty-four", "twenty four"]),
+    ("What color are ripe bananas?", ["yellow"]), ("Where does the sun rise?", ["east"]),
+    ("What do cows drink?", ["water"]), ("How many wheels does a bicycle have?", ["two", "2"]),
+    ("What is frozen water called?", ["ice"]), ("Which planet do we live on?", ["earth"]),
+    ("What is the largest ocean on Earth?", ["pacific"]), ("How many months are in a year?", ["twelve", "12"]),
+    ("What gas do plants take in from the air?", ["carbon dioxide", "co2"]),
+    ("What is the capital of Japan?", ["tokyo"]), ("How many sides does a triangle have?", ["three", "3"]),
+    ("What animal says moo?", ["cow"]),
+]
+"""Short factual questions, each with the words a right answer holds (any one of them)."""
+FRAME_S = 0.04
+RATE = 24000
+LOUD = 0.02
+"""A sample this loud is speech; the last one sent is where the user stopped talking."""
+_TAIL_S = 8.0
+"""Silence streamed after a question while waiting for its answer, at most."""
+
+
+def right(answer: str, words: list[str]) -> bool:
+    """The answer holds one of `words` (case and punctuation aside)."""
+    text = re.sub(r"[^a-z0-9 -]", " ", answer.lower())
+    return any(re.search(rf"\b{re.escape(word)}\b", text) for word in words)
+
+
+async def one_turn(ws, clip: np.ndarray) -> tuple[float | None, str]:
+    """Stream `clip` then silence in real time until the answer is done: seconds from the last
+    loud sample sent to the first audio delta, and the answer's text."""
+    loud = np.flatnonzero(np.abs(clip) > LOUD)
+    frame = int(FRAME_S * RATE)
+    last_loud_frame = int(loud[-1]) // frame if len(loud) else 0
+    audio = np.concatenate([clip, np.zeros(int(_TAIL_S * RATE), np.float32)])
+    marks: dict[str, float] = {}
+    text: list[str] = []
+    done = asyncio.Event()
+
+    async def send() -> None:
+        start = time.monotonic()
+        for n, at in enumerate(range(0, len(audio) - frame + 1, frame)):
+            if done.is_set():
+                return
+            await asyncio.sleep(max(0.0, start + n * FRAME_S - time.monotonic()))
+            pcm = (np.clip(audio[at:at + frame], -1, 1) * 32767).astype("<i2").tobytes()
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}))
+            if n == last_loud_frame:
+                marks["last_loud"] = time.monotonic() - FRAME_S + (int(loud[-1]) % frame) / RATE if len(loud) else 0.0
+
+    async def receive() -> None:
+        async for message in ws:
+            event = json.loads(message)
+            kind = event.get("type", "")
+            if kind in ("response.output_audio.delta", "response.audio.delta"):
+                marks.setdefault("first_audio", time.monotonic())
+            elif kind in ("response.output_audio_transcript.delta", "response.audio_transcript.delta", "response.output_text.delta"):
+                text.append(event.get("delta") or "")
+            elif kind == "response.done":
+                done.set()
+                return
+
+    sender = asyncio.create_task(send())
+    try:
+        await asyncio.wait_for(receive(), _TAIL_S + len(clip) / RATE + 5)
+    except TimeoutError:
+        pass
+    done.set()
+    await sender
+    await asyncio.sleep(0.5)  # a breath between questions
+    waited = marks["first_audio"] - marks["last_loud"] if {"first_audio", "last_loud"} <= marks.keys() else None
+    return waited, "".join(text)
+
+
+async def ask_all(url: str, mode: str, clips: list[np.ndarray]) -> list[tuple[float | None, str]]:
+    """One realtime session, turns detected by the server (`mode`), every clip asked in turn."""
+    import websockets
+
+    async with websockets.connect(url.replace("http", "ws", 1) + "/v1/realtime", max_size=None) as ws:
+        pcm = {"type": "audio/pcm", "rate": RATE}
+        await ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "realtime", "output_modalities": ["audio"],
+            "audio": {"input": {"format": pcm, "turn_detection": {"type": mode}}, "output": {"format": pcm}}}}))
+        async for message in ws:
+            if json.loads(message).get("type") == "session.updated":
+                break
+        return [await one_turn(ws, clip) for clip in clips]
+
+
+def floor_seconds(llm: str, clips: list[np.ndarray]) -> float:
+    """The median of ASR + first speakable piece + first chunk, each stage called alone."""
+    from talk import direct_stages  # benchmarks/talk.py
+
+    from omnicli.cli.engines import EngineChoice, Engines
+    from omnicli.config import Connection
+
+    engine = Engines().engine(EngineChoice(Connection(None, None), llm=llm))
+    asyncio.run(engine.preload())
+    return statistics.median(row["sum"] for row in direct_stages(engine, clips))
+
+
+def main() -> None:
+    """Run every thinker and turn mode asked for; print one row each."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--llm", nargs="+", default=["qwen-1.5b"])
+    parser.add_argument("--modes", nargs="+", default=["server_vad", "semantic_vad"])
+    parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--no-floor", action="store_true")
+    args = parser.parse_args()
+    asked = QUESTIONS[:args.questions]
+    say = voice()
+    clips = [np.concatenate([np.zeros(int(0.3 * RATE), np.float32), say(q)]) for q, _ in asked]
+    print(f"{len(asked)} spoken questions over /v1/realtime, 40 ms appends in real time; last loud sample sent -> first audio delta")
+    print(f"{'thinker':<12}{'turns':<14}{'p50':>8}{'p90':>8}{'right':>8}{'floor':>8}{'p50/floor':>11}")
+    for llm in args.llm:
+        floor = None if args.no_floor else floor_seconds(llm, clips)
+        with omni_serve(llm) as url:
+            for mode in args.modes:
+                results = asyncio.run(ask_all(url, mode, clips))
+                waits = [w for w, _ in results if w is not None]
+                if not waits:
+                    print(f"{llm:<12}{mode:<14}no answer audio")
+                    continue
+                correct = sum(right(text, words) for (_, text), (_, words) in zip(results, asked, strict=True))
+                p50, p90 = statistics.median(waits), percentile(waits, .9) or 0.0
+                ratio = f"{p50 / floor:>10.2f}x" if floor else f"{'-':>11}"
+                print(f"{llm:<12}{mode:<14}{p50 * 1000:>6.0f}ms{p90 * 1000:>6.0f}ms{correct:>5}/{len(asked):<2}"
+                      f"{(floor or 0) * 1000:>6.0f}ms{ratio}", flush=True)
+                for (wait, text), (question, words) in zip(results, asked, strict=True):
+                    if wait is None or not right(text, words):
+                        print(f"    {question!r}: {'no audio' if wait is None else 'wrong'}: {text.strip()[:80]!r}")
+
+
+if __name__ == "__main__":
+    main()
