@@ -24,8 +24,8 @@ MAX_TOKENS = 120
 def spoken_question() -> bytes:
     from omnicli.engine import piper_voice
 
-    voice = piper_voice.load(piper_voice.default_voice())
-    samples, rate = piper_voice.synthesize(voice, QUESTION, 1.0)
+    voice = piper_voice.load_piper(piper_voice.joe_path())
+    samples, rate = piper_voice.synthesize_piper(voice, QUESTION, 1.0)
     buffer = io.BytesIO()
     sf.write(buffer, samples, rate, format="WAV")
     return buffer.getvalue()
@@ -72,7 +72,7 @@ def sequential(engine, wav: bytes) -> dict:
     )
     tokens = answer["usage"]["completion_tokens"]
     tps = tokens / (time.perf_counter() - generated)
-    voice = piper_voice.load(piper_voice.default_voice())
+    voice = piper_voice.load_piper(piper_voice.joe_path())
     audio = np.concatenate([c.audio_float_array for c in voice.synthesize(answer["choices"][0]["message"]["content"])])
     total = time.perf_counter() - start
     return {"first": total, "tps": tps, "rtf": total / (len(audio) / voice.config.sample_rate)}

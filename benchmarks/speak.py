@@ -61,7 +61,7 @@ def main() -> None:
     from omnicli.engine import piper_voice
     from omnicli.engine.staged import embedded_engine
 
-    voice = piper_voice.load(piper_voice.default_voice())
+    voice = piper_voice.load_piper(piper_voice.joe_path())
     engine = embedded_engine()
     piper_direct(voice), omni_engine(engine)  # warm both paths up
     piper_runs, omni_runs = [], []

@@ -37,7 +37,7 @@ def direct_stages(engine, clips) -> dict:
     from omnicli.engine.sentences import SentenceChunker
     from omnicli.session.settings import DEFAULT_INSTRUCTIONS
 
-    voice = piper_voice.load(piper_voice.default_voice())
+    voice = piper_voice.load_piper(piper_voice.joe_path())
     rows = []
     for clip in clips:
         start = time.perf_counter()
@@ -55,7 +55,7 @@ def direct_stages(engine, clips) -> dict:
         sentence = sentence or (chunker.flush() or ["Okay."])[0]
         think = time.perf_counter() - start
         start = time.perf_counter()
-        piper_voice.synthesize(voice, sentence, 1.0)
+        piper_voice.synthesize_piper(voice, sentence, 1.0)
         talk = time.perf_counter() - start
         rows.append({"asr": asr, "first_text": first_text, "first_sentence": think, "tts": talk, "sum": asr + think + talk})
     return rows

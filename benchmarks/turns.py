@@ -50,7 +50,7 @@ def voice():
     from omnicli.audio.pcm import resample
     from omnicli.engine import piper_voice
 
-    piper = piper_voice.load(piper_voice.default_voice())
+    piper = piper_voice.load_piper(piper_voice.joe_path())
     still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
 
     def say(text: str) -> np.ndarray:

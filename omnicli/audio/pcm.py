@@ -25,3 +25,14 @@ def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
     return soxr.resample(np.asarray(samples, dtype=np.float32), from_rate, to_rate).astype(
         np.float32
     )
+
+
+def trim_quiet_ends(samples: np.ndarray, rate: int, *, before_s: float, after_s: float,
+                    relative: float = 0.05) -> np.ndarray:
+    """The clip from `before_s` before its first loud sample to `after_s` after its last, a loud
+    sample being one above `relative` of the peak; a clip with no sound is returned whole."""
+    peak = float(np.max(np.abs(samples))) if len(samples) else 0.0
+    if peak <= 0:
+        return samples
+    loud = np.flatnonzero(np.abs(samples) > relative * peak)
+    return samples[max(0, loud[0] - int(before_s * rate)) : loud[-1] + 1 + int(after_s * rate)]

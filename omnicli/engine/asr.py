@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnicli.audio.pcm import resample
+from omnicli.audio.pcm import resample, trim_quiet_ends
 from omnicli.engine import packaged
 from omnicli.engine.base import Transcript
 from omnicli.engine.cores import THREADS
@@ -33,16 +33,6 @@ def _looks_looped(text: str) -> bool:
 
     data = text.encode("utf-8")
     return len(data) > 24 and len(data) / len(zlib.compress(data)) > 2.4
-
-
-def _trim_silence(samples: np.ndarray, margin: float = 0.2) -> np.ndarray:
-    """The clip from just before its first loud sample to just after its last."""
-    peak = float(np.max(np.abs(samples))) if len(samples) else 0.0
-    loud = np.flatnonzero(np.abs(samples) > 0.05 * peak) if peak > 0 else np.zeros(0, dtype=np.intp)
-    if len(loud) == 0:
-        return samples
-    pad = int(margin * ASR_RATE)
-    return samples[max(0, loud[0] - pad) : loud[-1] + pad]
 
 
 def resolve_asr_model(name: str | None) -> str:
@@ -132,7 +122,7 @@ class WhisperASR:
         import ctranslate2
         from faster_whisper.tokenizer import Tokenizer
 
-        samples = _trim_silence(samples)  # speech late in the window makes Whisper repeat itself
+        samples = trim_quiet_ends(samples, ASR_RATE, before_s=0.2, after_s=0.2)  # speech late in the window makes Whisper repeat itself
         window = np.zeros(SHORT_WINDOW_SECONDS * ASR_RATE, dtype=np.float32)
         window[: len(samples)] = samples
         features = model.feature_extractor(window)[:, : SHORT_WINDOW_SECONDS * 100]

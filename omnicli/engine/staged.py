@@ -36,7 +36,7 @@ class StagedEngine(Engine):
                 "that can (vLLM-Omni Qwen3-TTS Base)"
             )
         if req.instructions:
-            log.warning("the embedded Piper voice has no instructions; ignoring them")
+            log.warning("the embedded voices take no instructions; ignoring them")
         self.stages.talker.check_voice(req.voice)
         for piece in split_sentences(req.text):
             yield await self.stages.talker.say(piece, voice=req.voice, speed=req.speed)
@@ -95,12 +95,12 @@ class StagedEngine(Engine):
 
 
 def embedded_stages(*, llm: str | None = None, asr_model: str | None = None, voice: str | None = None) -> Stages:
-    """The CPU default: Whisper tiny.en hears, Qwen2.5 1.5B thinks, Piper speaks (or the models named)."""
+    """The CPU default: Whisper tiny.en hears, Qwen2.5 1.5B thinks, an embedded voice speaks (or the models named)."""
     from omnicli.engine.asr import LocalASR
-    from omnicli.engine.talker import PiperTalker
+    from omnicli.engine.talker import EmbeddedTalker
     from omnicli.engine.thinker import LlamaThinker
 
-    return Stages(asr=LocalASR(asr_model), thinker=LlamaThinker(llm), talker=PiperTalker(voice))
+    return Stages(asr=LocalASR(asr_model), thinker=LlamaThinker(llm), talker=EmbeddedTalker(voice))
 
 
 def embedded_engine(*, llm: str | None = None, asr_model: str | None = None, voice: str | None = None) -> StagedEngine:

@@ -6,6 +6,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.engine.voice_models import DEFAULT_VOICE
 from omnicli.engine.voices import served_voice
 from omnicli.errors import UsageError
 from omnicli.turns.modes import Detection
@@ -40,9 +41,20 @@ class SessionSettings:
             "max_output_tokens": "inf",
             "audio": {
                 "input": {"format": dict(pcm), "turn_detection": None},
-                "output": {"format": dict(pcm), "voice": "joe", "speed": 1.0},
+                "output": {"format": dict(pcm), "voice": DEFAULT_VOICE, "speed": 1.0},
             },
         }
+
+    async def take_engine_voice(self, engine: "Engine") -> None:
+        """Show the engine's own default voice (the first it lists) until the client names one."""
+        from omnicli.errors import OmniError
+
+        try:
+            voices = await engine.voices()
+        except OmniError:
+            return  # an engine that cannot list its voices keeps omni's default name
+        if voices:
+            self.output["voice"] = voices[0].name
 
     @property
     def turn_detection(self) -> dict | None:

@@ -79,6 +79,7 @@ class RealtimeSession:
 
     async def start(self) -> None:
         """Greet the client: `session.created`, then `conversation.created`."""
+        await self.settings.take_engine_voice(self.engine)
         await self.emit("session.created", session=self._session_object())
         await self.emit("conversation.created", conversation={"id": self.conversation.id, "object": "realtime.conversation"})
 

@@ -63,7 +63,7 @@ def test_text_in_audio_and_transcript_out_in_an_openai_voice(omni_server, judge)
     events = converse(omni_server, conversation)
     assert not [e for e in events if e.type == "error"], [e.error for e in events if e.type == "error"]
     updated = next(e for e in events if e.type == "session.updated")
-    assert updated.session.audio.output.voice == "joe"  # alloy, spoken with the closest voice there is
+    assert updated.session.audio.output.voice == "heart"  # alloy (neutral), spoken with the default voice
     done = events[-1]
     assert done.response.status == "completed" and done.response.usage.output_tokens > 0
     transcript = next(e for e in events if e.type == "response.output_audio_transcript.done").transcript
@@ -123,12 +123,13 @@ def test_a_cancel_stops_the_answer_and_a_truncate_keeps_only_what_was_played(omn
     assert part.transcript is not None and len(part.transcript.split()) <= 3  # 200 ms hold a word or two
 
 
-@pytest.mark.parametrize("voice", ["alloy", "shimmer", "cedar", "joe"])
-def test_openai_voice_names_and_the_servers_own_are_taken_by_a_realtime_session(omni_server, voice):
+@pytest.mark.parametrize(("voice", "spoken_by"), [("alloy", "heart"), ("shimmer", "heart"), ("cedar", "joe"),
+                                                 ("joe", "joe"), ("heart", "heart")])
+def test_openai_voice_names_and_the_servers_own_are_taken_by_a_realtime_session(omni_server, voice, spoken_by):
     async def conversation(conn, events):
         await conn.session.update(session={"type": "realtime", "audio": {"output": {"voice": voice}}})
         await read_until(conn, "session.updated", events)
 
     events = converse(omni_server, conversation)
     assert [e.type for e in events if e.type == "error"] == []
-    assert events[-1].session.audio.output.voice == "joe"
+    assert events[-1].session.audio.output.voice == spoken_by

@@ -86,7 +86,9 @@ def test_text_from_file_and_stdin(omni, tmp_path, judge):
 def test_list_voices(omni):
     result = omni("speak", "--list-voices")
     assert result.returncode == 0
-    assert result.stdout.decode().splitlines()[0].split("\t")[0] == "joe"
+    rows = [line.split("\t") for line in result.stdout.decode().splitlines()]
+    assert [row[:4] for row in rows] == [["heart", "en-US", "female", "high"], ["joe", "en-US", "male", "medium"]]
+    assert "shimmer" in rows[0][-1] and "onyx" in rows[1][-1]  # OpenAI's names, each beside the voice it is spoken with
 
 
 def one_error_line(result, code: int, *needles: str) -> None:
@@ -105,7 +107,7 @@ def one_error_line(result, code: int, *needles: str) -> None:
         (["--speed", "5"], 2, ["--speed"]),
         (["--speed", "0.1"], 2, ["--speed"]),
         (["--format", "opus", "--sample-rate", "22050"], 2, ["22050", "48000"]),
-        (["--voice", "nobody"], 2, ["nobody", "joe"]),
+        (["--voice", "nobody"], 2, ["nobody", "heart, joe"]),
         (["--ref-audio", "/nonexistent.wav"], 2, ["/nonexistent.wav"]),
     ],
 )

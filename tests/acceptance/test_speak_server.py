@@ -45,10 +45,10 @@ def test_server_from_environment_and_v1_suffix(omni, omni_server):
 def test_server_voice_list(omni, omni_server):
     result = omni("speak", "--list-voices", "--server", omni_server)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.decode().splitlines()[0].split("\t")[0] == "joe"
+    assert [line.split("\t")[0] for line in result.stdout.decode().splitlines()] == ["heart", "joe"]
     local = omni("speak", "--list-voices")
     assert local.returncode == 0 and local.stdout == result.stdout  # the same voices, local or remote
-    assert "\ten-US\tmale\tmedium\t" in result.stdout.decode() and "OpenAI: alloy, ash," in result.stdout.decode()
+    assert "\ten-US\tmale\tmedium\t" in result.stdout.decode() and "OpenAI: alloy, coral," in result.stdout.decode()
 
 
 def test_sse_events_from_the_server(omni_server):

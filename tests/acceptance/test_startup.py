@@ -7,7 +7,7 @@ HEAVY = {
     # pydantic is not listed: Typer 0.29 itself loads it (typer._adapters) to parse options.
     "numpy", "fastapi", "starlette", "uvicorn", "httpx", "websockets", "openai", "rich",
     "soundfile", "soxr", "sounddevice", "pedalboard", "onnxruntime", "ctranslate2", "faster_whisper",
-    "llama_cpp", "piper", "jiwer", "torch", "vllm",
+    "llama_cpp", "piper", "hibari", "jiwer", "torch", "vllm",
 }
 
 PROBE = """

@@ -131,3 +131,29 @@ def test_an_engine_voice_named_like_an_openai_voice_is_itself_and_not_listed_as_
     listed = run(lambda client, app: client.get("/v1/audio/voices"), engine).json()["data"]
     assert "alloy" not in listed[0]["openai_voices"] and "alloy" not in listed[1]["openai_voices"]
     assert "nova" in listed[1]["openai_voices"] and "onyx" in listed[0]["openai_voices"]
+
+
+def test_both_session_kinds_greet_with_the_engines_own_default_voice():
+    """The voice a session shows before the client names one is the first the engine lists (the
+    one it speaks by default), whichever engine it is."""
+    engine = ScriptedEngine(voices=list(reversed(TWO_VOICES)))
+    sent: list[dict] = []
+
+    async def send(event: dict) -> None:
+        sent.append(event)
+
+    async def greet() -> None:
+        session = RealtimeSession(engine, send, scheduler=AnswerScheduler())
+        await session.start()
+        await session.close()
+
+    run_session(greet())
+    [created] = [e for e in sent if e["type"] == "session.created"]
+    assert created["session"]["audio"]["output"]["voice"] == "amy"
+
+    async def open_duplex(app):
+        socket, created = await connect(app, {})
+        return created
+
+    duplex_created = run_lane(open_duplex, ScriptedEngine(voices=list(reversed(TWO_VOICES))))
+    assert duplex_created["session"]["audio"]["output"]["voice"] == "amy"

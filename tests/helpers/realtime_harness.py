@@ -29,7 +29,7 @@ def speech() -> np.ndarray:
     from omnicli.audio.pcm import resample
     from omnicli.engine import piper_voice
 
-    voice = piper_voice.load(piper_voice.default_voice())
+    voice = piper_voice.load_piper(piper_voice.joe_path())
     still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     samples = np.concatenate([c.audio_float_array for c in voice.synthesize("What time is it?", syn_config=still)])
     return resample(samples, voice.config.sample_rate, SPEECH_RATE)

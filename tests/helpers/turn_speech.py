@@ -20,7 +20,7 @@ def say(text: str) -> np.ndarray:
     from omnicli.audio.pcm import resample
     from omnicli.engine import piper_voice
 
-    voice = piper_voice.load(piper_voice.default_voice())
+    voice = piper_voice.load_piper(piper_voice.joe_path())
     still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     samples = np.concatenate([c.audio_float_array for c in voice.synthesize(text, syn_config=still)])
     samples = resample(samples, voice.config.sample_rate, SPEECH_RATE)

@@ -86,6 +86,7 @@ class DuplexSession(Lifeline):
 
     async def open(self, attachment: Attachment, update: Any) -> None:
         """The opening handshake; an EventError here refuses the session."""
+        await self.settings.take_engine_voice(self.engine)
         await self._configure(update)
         self.input.turn_end.detect_turns(self.config.turn_detection)
         await self.attach_first(attachment)
