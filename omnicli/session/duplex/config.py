@@ -42,6 +42,29 @@ class DuplexConfig:
     extra_body: dict = field(default_factory=dict)
 
 
+def session_view(config: DuplexConfig, settings: SessionSettings, state: dict, *, playback: dict,
+                 capabilities: dict) -> dict:
+    """The session object a duplex client is shown: `state` (id, turn state, epoch, active response)
+    with the settings in both the beta and the GA field names, the playback ledger and the capabilities."""
+    values, output, rate = settings.values, settings.output, config.input_rate
+    return {
+        "object": "realtime.session", "type": "realtime", "id": state["id"], "model": values["model"], **state,
+        "modalities": values["output_modalities"], "output_modalities": values["output_modalities"],
+        "instructions": values["instructions"], "voice": output.get("voice"), "speed": output.get("speed"),
+        "input_audio_format": config.input_format, "output_audio_format": "pcm16", "response_format": "pcm16",
+        "audio": {"input": {"format": {"type": "audio/pcm", "rate": rate}, "sample_rate_hz": rate,
+                            "turn_detection": config.turn_detection},
+                  "output": {"format": {"type": "audio/pcm", "rate": SPEECH_RATE}, "voice": output.get("voice")}},
+        "turn_detection": config.turn_detection, "max_response_output_tokens": values["max_output_tokens"],
+        "idle_timeout_s": config.idle_timeout_s, "overlap_policy": config.overlap.policy.value,
+        "overlap_short_ack_ms": config.overlap.short_ack_ms, "overlap_barge_in_ms": config.overlap.barge_in_ms,
+        "playback_commit_policy": config.playback_commit_policy.value,
+        "playback": playback,
+        "extra_body": {**config.extra_body, "auto_response": config.auto_response},
+        "capabilities": capabilities,
+    }
+
+
 def _get(tree: Any, *path: str) -> Any:
     for key in path:
         tree = tree.get(key) if isinstance(tree, dict) else None

@@ -4,7 +4,7 @@ Audio streams in continuously; Silero and Smart Turn decide where a turn ends (a
 unfinished is answered `response.listen`), and the answer runs as in the turn-based session.
 User speech over the assistant goes through the overlap policy (backchannel dropped, sustained
 speech barges in). `playback.ack` keeps history to what was heard. `epoch` advances on every
-cancel, clear and barge-in. Surviving the socket (journal, resume, lease) is `duplex_life`'s.
+cancel, clear and barge-in. Surviving the socket (journal, resume, lease) is `lifeline.py`'s.
 """
 
 import copy
@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.engine.base import Engine
 from omnicli.errors import EventError
 from omnicli.protocol.duplex import (
@@ -25,7 +24,7 @@ from omnicli.protocol.duplex import (
 from omnicli.session.conversation import Item, new_id
 from omnicli.session.core import ConversationCore, carry_out
 from omnicli.session.duplex import overlap as duplex_overlap
-from omnicli.session.duplex.config import DuplexConfig, apply, input_encoding
+from omnicli.session.duplex.config import DuplexConfig, apply, input_encoding, session_view
 from omnicli.session.duplex.items import ItemEvents
 from omnicli.session.duplex.lifeline import Attachment, Lifeline
 from omnicli.session.duplex.playback import Ledger, Ledgers
@@ -101,28 +100,12 @@ class DuplexSession(Lifeline):
 
     def session_object(self) -> dict:
         """The session as `session.created` and `session.updated` show it, with its current turn state."""
-        values, config = self.settings.values, self.config
-        output = values["audio"]["output"]
         active = self.core.current.id if self.core.current is not None else None
-        rate = config.input_rate
-        return {
-            "object": "realtime.session", "type": "realtime", "id": self.id, "model": values["model"], "state": "open",
+        return session_view(self.config, self.settings, {
+            "id": self.id, "state": "open",
             "turn_state": "responding" if active else ("user_speaking" if self.input.turn_end.speaking else "idle"),
             "epoch": self.epoch, "turn_id": self.turn_id, "active_response_id": active,
-            "modalities": values["output_modalities"], "output_modalities": values["output_modalities"],
-            "instructions": values["instructions"], "voice": output.get("voice"), "speed": output.get("speed"),
-            "input_audio_format": config.input_format, "output_audio_format": "pcm16", "response_format": "pcm16",
-            "audio": {"input": {"format": {"type": "audio/pcm", "rate": rate}, "sample_rate_hz": rate,
-                                "turn_detection": config.turn_detection},
-                      "output": {"format": {"type": "audio/pcm", "rate": SPEECH_RATE}, "voice": output.get("voice")}},
-            "turn_detection": config.turn_detection, "max_response_output_tokens": values["max_output_tokens"],
-            "idle_timeout_s": config.idle_timeout_s, "overlap_policy": config.overlap.policy.value,
-            "overlap_short_ack_ms": config.overlap.short_ack_ms, "overlap_barge_in_ms": config.overlap.barge_in_ms,
-            "playback_commit_policy": config.playback_commit_policy.value,
-            "playback": self.ledgers.last.snapshot() if self.ledgers.last else playback(),
-            "extra_body": {**config.extra_body, "auto_response": config.auto_response},
-            "capabilities": self.capabilities,
-        }
+        }, playback=self.ledgers.last.snapshot() if self.ledgers.last else playback(), capabilities=self.capabilities)
 
     # ---- events in -----------------------------------------------------------------------
 

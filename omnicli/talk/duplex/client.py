@@ -21,9 +21,8 @@ import asyncio
 import base64
 import logging
 import time
-from collections import deque
 from collections.abc import Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,14 +35,15 @@ from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, Serve
 from omnicli.session.duplex.overlap import SHORT_ACK_MS
 from omnicli.talk.duplex.acks import SpeakerAcks
 from omnicli.talk.duplex.appends import Appends
+from omnicli.talk.duplex.commits import UnconfirmedCommits
 from omnicli.talk.duplex.link import DuplexLink, SessionRefused
 from omnicli.talk.duplex.options import DuplexOptions
 from omnicli.talk.duplex.presets import InputEncoder, session_config
+from omnicli.talk.duplex.remarks import RemarkOverAnswer
 from omnicli.talk.duplex.tools import ToolCalls
 from omnicli.talk.echo_gate import next_heard_frame
 from omnicli.talk.loop import POLL_SECONDS, TalkLoop
 from omnicli.talk.playing import Playing
-from omnicli.talk.sources import FRAME_MS
 from omnicli.talk.state import TalkState
 from omnicli.turns.modes import TurnMode
 
@@ -52,24 +52,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("omni")
 
-_PREROLL_MS = 300
-"""Client-forced barge-in clears the input buffer; this much audio from before the speech was
-detected is sent again after the clear, so the user's first syllable is not lost."""
 _SILENCE_MS = 500
-_REPLAY_SETTLE_S = 0.5
-"""After a resume, how long the replay has to confirm a commit sent as the socket dropped."""
 _ECHOES = {ServerEvent.HEARTBEAT_ACK, ServerEvent.PLAYBACK_ACKNOWLEDGED}
 """Replies to the client's own bookkeeping: they do not keep a headless talk from ending."""
-
-
-@dataclass
-class SentCommit:
-    """A commit the server has not confirmed yet (`input_audio_buffer.committed`, or an answer)."""
-
-    event: dict
-    resumes: int
-    """The link's resumes when it was sent: a later one may have lost it."""
-    resumed_at: float | None = None
 
 
 def _response_id(event: dict) -> str | None:
@@ -92,7 +77,7 @@ class DuplexTalkClient(TalkLoop):
         """The session answers a commit by itself (the model decides); else each commit asks."""
         self.answer_text = 0
         """Answer text received (an answer without audio is an answer too)."""
-        self.unconfirmed: SentCommit | None = None
+        self.commits = UnconfirmedCommits(link, self.send)
         self.interruptions = 0
         self.forced = 0
         """Barge-ins the client forced (the server has none)."""
@@ -107,13 +92,8 @@ class DuplexTalkClient(TalkLoop):
         self.tools = ToolCalls()
         self._detector: TurnDetector | None = None
         self.appends = Appends(self.encoder, self.send, options.frame)
-        self._preroll: deque[np.ndarray] = deque(maxlen=max(1, _PREROLL_MS // FRAME_MS) + 1)
-        """The latest frames sent: the speech's onset when Silero says it started."""
-        self._overlap_from: int | None = None
-        """Where speech over an answer the server will not cut began (ms of audio heard), while
-        it may still be a backchannel."""
-        self._overlap_audio: list[np.ndarray] = []
-        """That speech from its onset: sent again after the clear, should it become a barge-in."""
+        self.remark = RemarkOverAnswer()
+        """Speech over an answer the server will not cut, while it may still be a backchannel."""
 
     @property
     def capabilities(self):
@@ -145,7 +125,7 @@ class DuplexTalkClient(TalkLoop):
         """Nothing more: the session was configured as it opened."""
 
     def _parts(self) -> list[Coroutine]:
-        return [self._listen(), self._follow_playback(), self._confirm_commits(), self._keys()]
+        return [self._listen(), self._follow_playback(), self.commits.watch(), self._keys()]
 
     async def _leaving(self) -> None:
         """Nothing yet: what was played is acknowledged once the microphone stops."""
@@ -208,29 +188,26 @@ class DuplexTalkClient(TalkLoop):
             frame = await next_heard_frame(self)
             self.recording.heard(len(frame))
             await self.appends.add(frame)
-            self._preroll.append(frame)
-            if self._overlap_from is not None:
-                self._overlap_audio.append(frame)
+            self.remark.heard(frame)
             assert self._detector is not None
             for turn in await asyncio.to_thread(self._detector.feed, frame):
                 if turn.kind == "started":
                     await self._speech_started()
                 else:
                     await self._speech_stopped(self.recording.recorded_at(turn.ms))  # the wait began there
-            if self._overlap_from is not None:
+            if self.remark.open:
                 await self._weigh_overlap()
 
     async def _speech_started(self) -> None:
         self.user_speaking = True
-        self.unconfirmed = None  # a new turn: its commit carries what a lost one had
+        self.commits.settled()  # a new turn: its commit carries what a lost one had
         self.state.turn_started()
         if not self._answer_in_progress():
             return
         if self.capabilities.supports_barge_in:
             return  # the server's overlap policy judges it: a remark is dropped, sustained speech barges in
         assert self._detector is not None
-        self._overlap_from = self._detector.heard_ms - self._detector.min_speech_ms
-        self._overlap_audio = list(self._preroll)
+        self.remark.begin(self._detector.heard_ms - self._detector.min_speech_ms)
 
     def _backchannel_ms(self) -> int:
         """The longest remark over an answer that is not the user taking the turn."""
@@ -240,20 +217,19 @@ class DuplexTalkClient(TalkLoop):
     async def _weigh_overlap(self) -> None:
         """Speech over an answer the server will not cut: a barge-in once it lasts longer than a
         backchannel; the next turn if the answer ended first."""
-        assert self._detector is not None and self._overlap_from is not None
+        assert self._detector is not None and self.remark.began_ms is not None
         if not self._answer_in_progress():
-            self._overlap_from, self._overlap_audio = None, []
-        elif self._detector.heard_ms - self._detector.trailing_silence_ms - self._overlap_from >= self._backchannel_ms():
-            audio, self._overlap_from, self._overlap_audio = self._overlap_audio, None, []
+            self.remark.end()
+        elif self._detector.heard_ms - self._detector.trailing_silence_ms - self.remark.began_ms >= self._backchannel_ms():
             self.state.overlap_decision(OverlapAction.BARGE_IN.value)
-            await self._force_barge_in(audio)
+            await self._force_barge_in(self.remark.end())
 
     async def _speech_stopped(self, speech_end_at: float) -> None:
         """A pause: the turn may be over. The model decides (`create_response: false`). A remark
         over the answer that ended before it grew longer than a backchannel is dropped instead."""
         self.user_speaking = False
-        if self._overlap_from is not None:
-            self._overlap_from, self._overlap_audio = None, []
+        if self.remark.open:
+            self.remark.end()
             await self._drop_backchannel()
             return
         if self.options.turns == TurnMode.SERVER:
@@ -263,25 +239,10 @@ class DuplexTalkClient(TalkLoop):
         # omni serve's lane and DuplexClient's keyword name it.
         ask = not self.auto_response
         commit = {"type": ClientEvent.INPUT_COMMIT.value, "final": True, "response_create": ask, "create_response": ask}
-        self.unconfirmed = SentCommit(commit, self.link.resumes)  # before: its confirmation may come while it is sent
+        self.commits.sent(commit)
         await self.send(commit)
         self.asked += 1
         self.state.asked(speech_end_at, by_key=False)
-
-    async def _confirm_commits(self) -> None:
-        """A commit written as the socket dropped may never have reached the server: once a resume's
-        replay has had time to confirm it and has not, it is sent again (once)."""
-        while True:
-            await asyncio.sleep(POLL_SECONDS)
-            commit = self.unconfirmed
-            if commit is None or self.link.resumes == commit.resumes:
-                continue
-            if commit.resumed_at is None:
-                commit.resumed_at = time.monotonic()
-            elif time.monotonic() - commit.resumed_at >= _REPLAY_SETTLE_S:
-                self.unconfirmed = None
-                log.debug("duplex: the commit sent as the connection dropped was not confirmed: sending it again")
-                await self.send(commit.event)
 
     def _answer_in_progress(self) -> bool:
         audible = self.speaker.buffered_seconds > 0 and self.playing is not None and self.playing.response_id not in self.cut
@@ -366,7 +327,7 @@ class DuplexTalkClient(TalkLoop):
         kind = event.get("type")
         rid = _response_id(event)
         if kind in (ServerEvent.INPUT_COMMITTED, ServerEvent.RESPONSE_CREATED):
-            self.unconfirmed = None
+            self.commits.settled()
         match kind:
             case ServerEvent.RESPONSE_CREATED:
                 self.active = rid
