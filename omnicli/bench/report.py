@@ -69,6 +69,8 @@ def render(runs: list[tuple[dict, list[dict]]], *, title: str, worst: int = 15) 
             out.append(f"<h2>Servers{f' at {level_name(summary)}' if sweep else ''}</h2>" + _table(SERVER_COLUMNS, servers))
     for summary, records in runs:
         level = f" at {level_name(summary)}" if sweep else ""
+        if "ab" in summary:
+            out.append(_comparison(summary["ab"], level))
         out.append(_details(records, level, worst))
     out.append("</body></html>\n")
     return "".join(out)
@@ -80,6 +82,24 @@ def _table(header: list[str] | None, rows: list[list[str]]) -> str:
         name, *values = row
         cells.append(f"<tr><th>{html.escape(name)}</th>" + "".join(f"<td class='num'>{html.escape(v)}</td>" for v in values) + "</tr>")
     return "<table>" + "".join(cells) + "</table>"
+
+
+def _comparison(ab: dict, level: str) -> str:
+    """The A/B against --baseline: the figures, then every utterance both runs scored."""
+    from omnicli.bench.compare import COMPARISON_COLUMNS, comparison_rows
+
+    out = [f"<h2>Against the baseline{level}</h2><p>{html.escape(ab['baseline'])}: {ab['paired']} utterances in both; "
+           f"{ab['only_in_this_run']} only in this run, {ab['only_in_baseline']} only in the baseline.</p>",
+           _table(COMPARISON_COLUMNS, comparison_rows(ab)),
+           "<table><tr><th>utt</th><th>WER before</th><th>WER now</th><th>first audio before (s)</th><th>first audio now (s)</th></tr>"]
+    for item in ab["items"]:
+        (wer_before, wer_now), (ttfa_before, ttfa_now) = item["wer"], item["ttfa"]
+        mark = " class='bad'" if wer_now > wer_before else ""
+        out.append(f"<tr><td>{html.escape(item['utt'])}</td><td class='num'>{_fmt(wer_before, percent=True)}</td>"
+                   f"<td class='num'{mark}>{_fmt(wer_now, percent=True)}</td><td class='num'>{_fmt(ttfa_before)}</td>"
+                   f"<td class='num'>{_fmt(ttfa_now)}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
 
 
 def _details(records: list[dict], level: str, worst: int) -> str:

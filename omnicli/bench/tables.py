@@ -85,8 +85,28 @@ def print_tables(runs: list[dict], file) -> None:
         table.add_row(*row)
     console.print(table)
     for run in runs:
+        if "ab" in run:
+            _print_comparison(console, run, sweep)
+    for run in runs:
         if rows := server_rows(run):  # lines, not a table: a URL is read whole at any width
             console.print(f"servers at {level_name(run)}:" if sweep else "servers:")
             for url, requests, failed, first_audio, rtf, skipped in rows:
                 console.print(f"  {url}  {requests} requests, {failed} failed, first audio p50 {first_audio} s, "
                               f"RTF {rtf}{', skipped' if skipped == 'yes' else ''}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_comparison(console, run: dict, sweep: bool) -> None:
+    """The A/B against --baseline: a row per figure."""
+    from rich.table import Table
+
+    from omnicli.bench.compare import COMPARISON_COLUMNS, comparison_rows
+
+    ab = run["ab"]
+    where = f" at {level_name(run)}" if sweep else ""
+    table = Table(title=f"against the baseline{where}: {ab['paired']} utterances in both", title_justify="left")
+    for column in COMPARISON_COLUMNS:
+        table.add_column(column)
+    for row in comparison_rows(ab):
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"baseline: {ab['baseline']}", highlight=False, markup=False, soft_wrap=True)

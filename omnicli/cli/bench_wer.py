@@ -4,7 +4,10 @@ One run per load level: `--concurrency 1,4,8` sweeps (each level in its own fold
 the figures side by side), `--rate R` starts requests at Poisson arrivals. Against several
 servers, requests spread over them and the summary has each server's figures.
 
-Exit codes: 0 done, 1 errors (bad run, every utterance failed), 2 usage, 3 mean WER over --max-wer.
+`--baseline RUN` sets each level beside an earlier run, item by item (`bench/compare.py`).
+
+Exit codes: 0 done, 1 errors (bad run, every utterance failed), 2 usage, 3 mean WER over --max-wer,
+4 a figure significantly worse than --baseline's (with --fail-if-worse).
 """
 
 import json
@@ -30,6 +33,7 @@ from omnicli.cli.options import (
 from omnicli.errors import OmniError, UsageError
 
 WER_GATE_EXIT = 3
+WORSE_THAN_BASELINE_EXIT = 4
 MAX_CONCURRENCY = 256
 
 
@@ -94,6 +98,10 @@ def bench_wer(
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
     report: Annotated[str | None, typer.Option("--report", help="Write a self-contained HTML report here.", show_default=False)] = None,
     max_wer: Annotated[float | None, typer.Option("--max-wer", min=0.0, help="Exit 3 when the mean WER (a fraction, 0.05 = 5 %) is above this (in any level).", show_default=False)] = None,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="An earlier run (its --out folder or items.jsonl): compare item by item, with a paired bootstrap.", show_default=False)
+    ] = None,
+    fail_if_worse: Annotated[bool, typer.Option("--fail-if-worse", help="Exit 4 when a figure is significantly worse than --baseline's.")] = False,
     voice: VoiceOption = None,
     model: ModelOption = None,
     engine: EngineOption = None,
@@ -123,8 +131,15 @@ def bench_wer(
     levels = _levels(concurrency, rate)
     if audio_dir and (rate is not None or len(levels) > 1):
         raise UsageError("--rate and a --concurrency list measure synthesis; --audio-dir only scores existing files")
+    if fail_if_worse and not baseline:
+        raise UsageError("--fail-if-worse needs --baseline RUN")
     if report:
         check_writable(report, "--report")
+    earlier = None
+    if baseline:
+        from omnicli.bench.compare import load_baseline
+
+        earlier = load_baseline(baseline)
     data = load_dataset(dataset, limit=limit, shuffle=shuffle, seed=seed)
     for problem in data.malformed:
         note(f"omni: warning: {dataset}: {problem} (skipped)")
@@ -170,6 +185,11 @@ def bench_wer(
     target = "audio-dir" if audio_dir else (",".join(connection.servers) or engine or "embedded")
     runs = [(_summary(plan, data, dataset, target), _records(plan, data)) for plan in plans]
     summaries = [summary for summary, _ in runs]
+    if earlier is not None:
+        from omnicli.bench.compare import compare
+
+        for summary, records in runs:
+            summary["ab"] = compare(records, earlier[1], baseline_path=str(earlier[0]), seed=seed)
     _write(plans, runs, out_dir, sweep, report, dataset, target)
     if json_output:
         print(json.dumps(summaries[0] if not sweep else {"dataset": str(dataset), "target": target, "runs": summaries}))
@@ -179,15 +199,25 @@ def bench_wer(
         print_tables(summaries, sys.stdout)
     if any(s["scored"] == 0 for s in summaries):
         raise OmniError("no utterance could be scored (see the failures above)")
-    if max_wer is not None:
-        from omnicli.bench.tables import level_name
+    _gates(summaries, max_wer, fail_if_worse, sweep)
 
-        above = [s for s in summaries if s["wer_mean"] is not None and s["wer_mean"] > max_wer]
-        for s in above:
-            where = f" at {level_name(s)}" if sweep else ""
-            note(f"omni: mean WER {s['wer_mean']:.4f}{where} is above --max-wer {max_wer}")
-        if above:
-            raise typer.Exit(WER_GATE_EXIT)
+
+def _gates(summaries: list[dict], max_wer: float | None, fail_if_worse: bool, sweep: bool) -> None:
+    """--max-wer (exit 3) and --fail-if-worse (exit 4): each failure one line, then the exit."""
+    from omnicli.bench.compare import worse_figures
+    from omnicli.bench.tables import level_name
+
+    above = [s for s in summaries if max_wer is not None and s["wer_mean"] is not None and s["wer_mean"] > max_wer]
+    for s in above:
+        where = f" at {level_name(s)}" if sweep else ""
+        note(f"omni: mean WER {s['wer_mean']:.4f}{where} is above --max-wer {max_wer}")
+    worse = [(s, line) for s in summaries if fail_if_worse for line in worse_figures(s["ab"])]
+    for s, line in worse:
+        note(f"omni: {line}{f' at {level_name(s)}' if sweep else ''}")
+    if above:
+        raise typer.Exit(WER_GATE_EXIT)
+    if worse:
+        raise typer.Exit(WORSE_THAN_BASELINE_EXIT)
 
 
 def _levels(concurrency: str | None, rate: float | None) -> list[Level]:

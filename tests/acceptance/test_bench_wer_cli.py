@@ -153,3 +153,20 @@ def test_each_streamed_packet_is_timed_for_underruns(omni, tmp_path):
     assert summary["completed"] == 1 and summary["audio_underrun_count"] == record["underruns"]
     assert summary["total_audio_underrun_s"] == pytest.approx(record["underrun_seconds"])
     assert summary["max_concurrency"] == 1 and summary["median_audio_ttfp_ms"] == pytest.approx(record["ttfa"] * 1000)
+
+
+def test_a_voice_is_compared_with_a_baseline_run_and_a_slower_one_fails_the_gate(omni, tmp_path):
+    """heart is the baseline; joe, ~0.4 s slower to its first audio on every sentence, is
+    significantly worse there, so --fail-if-worse exits 4 with the figure named."""
+    heart, report = tmp_path / "heart", tmp_path / "ab.html"
+    first = omni("bench-wer", "-d", str(META), "--limit", "8", "--voice", "heart", "--out", str(heart))
+    assert first.returncode == 0, first.stderr
+    result = omni("bench-wer", "-d", str(META), "--limit", "8", "--voice", "joe", "--baseline", str(heart),
+                  "--fail-if-worse", "--json", "--report", str(report))
+    assert result.returncode == 4, result.stderr
+    ab = json.loads(result.stdout)["ab"]
+    assert ab["paired"] == 8 and [item["utt"] for item in ab["items"]] == [f"dev_{n:02d}" for n in range(1, 9)]
+    ttfa = ab["figures"]["ttfa"]
+    assert ttfa["verdict"] == "worse" and ttfa["ci95"][0] > 0.1, ttfa
+    assert "omni: first audio (s) is significantly worse than the baseline" in result.stderr.decode()
+    assert "Against the baseline" in report.read_text()

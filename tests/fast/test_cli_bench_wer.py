@@ -251,3 +251,52 @@ def test_a_sweep_resumes_level_by_level(tmp_path, dataset):
     c1, c2 = json.loads(again.stdout)["runs"]
     assert (c1["scored"], c2["scored"]) == (3, 3)
     assert "completed" not in c1 and c2["completed"] == 2  # serving figures: this run's requests only
+
+
+def test_a_run_is_set_beside_its_baseline_item_by_item(tmp_path, dataset):
+    before, report = tmp_path / "before", tmp_path / "report.html"
+    assert omni("bench-wer", "-d", dataset, "--out", before, engines=engines_for()).exit_code == 0
+    perfect = ["the cat sat", "a dog ran far", "birds sing"]
+    result = omni("bench-wer", "-d", dataset, "--json", "--baseline", before, "--report", report,
+                  engines=engines_for(heard=perfect))
+    assert result.exit_code == 0, result.stderr
+    ab = json.loads(result.stdout)["ab"]
+    assert (ab["baseline"], ab["paired"], ab["only_in_this_run"], ab["only_in_baseline"]) == (
+        str(before / "items.jsonl"), 3, 0, 0)
+    wer = ab["figures"]["wer"]
+    assert (wer["baseline"], wer["this_run"], wer["difference"]) == (pytest.approx(0.25 / 3), 0.0, pytest.approx(-0.25 / 3))
+    assert wer["verdict"] == "no significant change" and wer["ci95"][1] == 0.0  # one item of three changed: not enough
+    assert [item["wer"] for item in ab["items"]] == [[0.0, 0.0], [0.25, 0.0], [0.0, 0.0]]
+    assert set(ab["figures"]) == {"wer", "ttfa", "rtf"}
+    page = report.read_text()
+    assert "Against the baseline" in page and "not significant" in page
+
+
+def test_fail_if_worse_exits_4_on_a_significant_regression_and_prints_the_table(tmp_path):
+    sentences = [f"Sentence number {n} is here." for n in range(8)]
+    dataset = tmp_path / "eight.txt"
+    dataset.write_text("\n".join(sentences) + "\n")
+    before = tmp_path / "before"
+    right = [s.lower().rstrip(".") for s in sentences]
+    assert omni("bench-wer", "-d", dataset, "--out", before, engines=engines_for(heard=right)).exit_code == 0
+    wrong = [s.replace("here", "gone") for s in right]
+    result = omni("bench-wer", "-d", dataset, "--baseline", before, "--fail-if-worse", engines=engines_for(heard=wrong))
+    assert result.exit_code == 4, result.stderr
+    assert result.stderr.splitlines()[0] == ("omni: WER is significantly worse than the baseline: 0.00 % -> 20.00 % "
+                                             "(difference +20.00 pts, 95 % interval +20.00 pts to +20.00 pts, 8 utterances)")
+    assert "against the baseline: 8 utterances in both" in result.stdout and "worse" in result.stdout
+    without_gate = omni("bench-wer", "-d", dataset, "--baseline", before, engines=engines_for(heard=wrong))
+    assert without_gate.exit_code == 0, without_gate.stderr
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--fail-if-worse"], "--fail-if-worse needs --baseline RUN"),
+    (["--baseline", "/nonexistent/run"], "--baseline /nonexistent/run: no items.jsonl there"),
+])
+def test_baseline_usage_errors_are_one_line_before_any_work(dataset, args, needle):
+    engines = engines_for()
+    result = omni("bench-wer", "-d", dataset, *args, engines=engines)
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [f"omni: error: {needle} (give an earlier run's --out folder or its items.jsonl)"
+                                                  if "nonexistent" in needle else f"omni: error: {needle}"]
+    assert engines.scripted.requests == []
