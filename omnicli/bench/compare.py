@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from omnicli.bench.journal import read_records
+from omnicli.bench.scoring import resampled_means
 from omnicli.errors import UsageError
 
 RESAMPLES = 10_000
@@ -23,7 +24,8 @@ class Figure:
     percent: bool = False
 
 
-FIGURES = (Figure("wer", "WER", percent=True), Figure("ttfa", "first audio (s)"), Figure("rtf", "RTF"))
+FIGURES = (Figure("wer", "WER", percent=True), Figure("mos", "MOS", lower_is_better=False),
+           Figure("ttfa", "first audio (s)"), Figure("rtf", "RTF"))
 
 
 def load_baseline(path: str) -> tuple[Path, list[dict]]:
@@ -58,8 +60,7 @@ def compare(current: list[dict], baseline: list[dict], *, baseline_path: str, se
 def _weigh(figure: Figure, pairs: np.ndarray, seed: int) -> dict:
     """One figure's paired comparison (`pairs`: baseline, this run)."""
     differences = pairs[:, 1] - pairs[:, 0]
-    resampled = differences[np.random.default_rng(seed).integers(0, len(differences), (RESAMPLES, len(differences)))]
-    means = resampled.mean(axis=1)
+    means = resampled_means(differences, seed, RESAMPLES)
     low, high = (float(v) for v in np.percentile(means, [2.5, 97.5]))
     p_value = min(1.0, 2 * min(float((means <= 0).mean()), float((means >= 0).mean())))
     difference = float(differences.mean())
@@ -76,7 +77,7 @@ def worse_figures(comparison: dict) -> list[str]:
     lines = []
     for figure in comparison["figures"].values():
         if figure["verdict"] == "worse":
-            show = _percent if figure["percent"] else _seconds
+            show = _percent if figure["percent"] else _plain
             lines.append(f"{figure['label']} is significantly worse than the baseline: {show(figure['baseline'])} -> "
                          f"{show(figure['this_run'])} (difference {show(figure['difference'], True)}, "
                          f"95 % interval {show(figure['ci95'][0], True)} to {show(figure['ci95'][1], True)}, "
@@ -88,7 +89,7 @@ def comparison_rows(comparison: dict) -> list[list[str]]:
     """Per figure: [figure, baseline, this run, difference (95 % interval), p, verdict]."""
     rows = []
     for figure in comparison["figures"].values():
-        show = _percent if figure["percent"] else _seconds
+        show = _percent if figure["percent"] else _plain
         low, high = (show(bound, True).removesuffix(" pts") for bound in figure["ci95"])
         rows.append([figure["label"], show(figure["baseline"]), show(figure["this_run"]),
                      f"{show(figure['difference'], True)} ({low} to {high})", f"{figure['p']:.3f}",
@@ -103,5 +104,5 @@ def _percent(value: float, signed: bool = False) -> str:
     return f"{value * 100:+.2f} pts" if signed else f"{value * 100:.2f} %"
 
 
-def _seconds(value: float, signed: bool = False) -> str:
+def _plain(value: float, signed: bool = False) -> str:
     return f"{value:+.3f}" if signed else f"{value:.3f}"

@@ -105,11 +105,14 @@ def _comparison(ab: dict, level: str) -> str:
 def _details(records: list[dict], level: str, worst: int) -> str:
     scored = sorted((r for r in records if r.get("status") == "ok"), key=lambda r: -r["wer"])[:worst]
     failed = [r for r in records if r.get("status") != "ok"]
+    mos = any(r.get("mos") is not None for r in records)
     out = [f"<h2>WER per utterance{level}</h2>" + wer_histogram(records),
            f"<h2>Time to first audio{level}</h2>" + latency_chart(records),
-           f"<h2>Worst {len(scored)} utterances{level}</h2><table><tr><th>utt</th><th>WER</th><th>reference</th><th>hypothesis</th></tr>"]
+           f"<h2>Worst {len(scored)} utterances{level}</h2><table><tr><th>utt</th><th>WER</th>"
+           + ("<th>MOS</th>" if mos else "") + "<th>reference</th><th>hypothesis</th></tr>"]
     for r in scored:
-        out.append(f"<tr><td>{html.escape(r['utt'])}</td><td class='num'>{_fmt(r['wer'], percent=True)}</td>"
+        mos_cell = f"<td class='num'>{_fmt(r.get('mos'), 2)}</td>" if mos else ""
+        out.append(f"<tr><td>{html.escape(r['utt'])}</td><td class='num'>{_fmt(r['wer'], percent=True)}</td>{mos_cell}"
                    f"<td>{html.escape(r['reference'])}</td><td>{html.escape(r.get('hypothesis', ''))}</td></tr>")
     out.append("</table>")
     if failed:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from omnicli.bench.playback import underruns
 from omnicli.bench.scoring import language_of, score
 from omnicli.engine.base import SPEECH_RATE, SpeechRequest, Transcript
 from omnicli.errors import OmniError
+
+if TYPE_CHECKING:
+    from omnicli.bench.naturalness import NaturalnessJudge
 
 log = logging.getLogger("omni")
 
@@ -87,9 +90,10 @@ def arrival_times(count: int, rate: float | None, seed: int) -> list[float]:
 
 
 async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptions,
-                    on_record: Callable[[dict], None]) -> float:
-    """Synthesize (or load) and score every item; `on_record` gets each record as it is made.
-    The seconds from the first request to the last answer (the benchmark's duration)."""
+                    on_record: Callable[[dict], None], naturalness: "NaturalnessJudge | None" = None) -> float:
+    """Synthesize (or load) and score every item (and predict its MOS, given `naturalness`);
+    `on_record` gets each record as it is made. The seconds from the first request to the last
+    answer (the benchmark's duration)."""
     loop = asyncio.get_running_loop()
     slots = asyncio.Semaphore(options.concurrency) if options.concurrency else None
     backlog = asyncio.Semaphore(BACKLOG)
@@ -125,7 +129,7 @@ async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptio
 
     async def scorer() -> None:
         while (job := await ready.get()) is not None:
-            on_record(await _score(job, judge, options))
+            on_record(await _score(job, judge, options, naturalness))
             backlog.release()
 
     dispatcher = asyncio.create_task(dispatch())
@@ -188,7 +192,7 @@ async def _produce(item: Item, engine, options: BenchOptions) -> Synthesized:
     return Synthesized(item, samples, SPEECH_RATE, record)
 
 
-async def _score(job: Synthesized, judge: Judge, options: BenchOptions) -> dict:
+async def _score(job: Synthesized, judge: Judge, options: BenchOptions, naturalness: "NaturalnessJudge | None") -> dict:
     record = job.record
     if "status" in record:
         return record
@@ -208,4 +212,9 @@ async def _score(job: Synthesized, judge: Judge, options: BenchOptions) -> dict:
         substitutions=result.substitutions, deletions=result.deletions, insertions=result.insertions,
         hits=result.hits, reference_normalized=result.reference, hypothesis_normalized=result.hypothesis,
     )
+    if naturalness is not None:
+        try:
+            record.update(await naturalness.rate(job.samples, job.rate))
+        except (OmniError, RuntimeError, ValueError) as exc:
+            log.warning("omni: %s: no MOS: %s", job.item.utt, exc)
     return record

@@ -76,6 +76,24 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def resampled_means(values, seed: int = 0, resamples: int = 10_000):
+    """The means of `resamples` bootstrap resamples of `values` (an array), `seed` fixing them."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float64)
+    return data[np.random.default_rng(seed).integers(0, len(data), (resamples, len(data)))].mean(axis=1)
+
+
+def mean_with_interval(values: list[float], seed: int = 0) -> dict | None:
+    """The mean and its 95 % bootstrap interval (None for no values)."""
+    if not values:
+        return None
+    import numpy as np
+
+    low, high = np.percentile(resampled_means(values, seed), [2.5, 97.5])
+    return {"mean": statistics.fmean(values), "ci95": [float(low), float(high)]}
+
+
 def summarize(records: list[dict]) -> dict:
     """The run's figures from its per-utterance records (items.jsonl lines)."""
     scored = [r for r in records if r.get("status") == "ok"]
@@ -97,4 +115,14 @@ def summarize(records: list[dict]) -> dict:
         "ttfa_p90": percentile(ttfa, 0.9),
         "rtf_mean": statistics.fmean(rtf) if rtf else None,
         "audio_seconds": sum(r.get("audio_seconds") or 0 for r in scored),
+        **_naturalness(scored),
     }
+
+
+def _naturalness(scored: list[dict]) -> dict:
+    """The predicted MOS over the utterances (bench-wer --mos): mean and 95 % interval, and P.835's overall."""
+    mos = [r["mos"] for r in scored if r.get("mos") is not None]
+    if not mos:
+        return {}
+    overall = [r["mos_ovrl"] for r in scored if r.get("mos_ovrl") is not None]
+    return {"mos_mean": mean_with_interval(mos), "mos_ovrl_mean": mean_with_interval(overall), "mos_scored": len(mos)}

@@ -49,6 +49,19 @@ ROWS: list[tuple[str, Callable[[dict], str]]] = [
 """Every row: its name, and its value from one run's summary."""
 
 
+def _mean_and_interval(figure: dict | None) -> str:
+    if figure is None:
+        return "–"
+    return f"{figure['mean']:.2f} ({figure['ci95'][0]:.2f}–{figure['ci95'][1]:.2f})"
+
+
+OPTIONAL_ROWS: list[tuple[str, str, Callable[[dict], str]]] = [
+    ("mos_mean", "MOS, DNSMOS P.808 (mean, 95 % interval)", lambda s: _mean_and_interval(s.get("mos_mean"))),
+    ("mos_ovrl_mean", "MOS, DNSMOS P.835 overall", lambda s: _mean_and_interval(s.get("mos_ovrl_mean"))),
+]
+"""Rows shown when a run measured them (--mos): the key that says so, the name, the value."""
+
+
 def level_name(summary: dict) -> str:
     """`c=4`, `2.0/s`, or `c=4, 2.0/s`: the load a run was measured under."""
     concurrency, rate = summary.get("max_concurrency"), summary.get("request_rate")
@@ -58,7 +71,9 @@ def level_name(summary: dict) -> str:
 
 def summary_rows(runs: list[dict]) -> list[list[str]]:
     """One row per figure: its name, then its value in each run."""
-    return [[name, *(value(run) for run in runs)] for name, value in ROWS]
+    rows = [[name, *(value(run) for run in runs)] for name, value in ROWS]
+    extra = [[name, *(value(run) for run in runs)] for key, name, value in OPTIONAL_ROWS if any(key in run for run in runs)]
+    return rows[:4] + extra + rows[4:]
 
 
 def server_rows(run: dict) -> list[list[str]]:

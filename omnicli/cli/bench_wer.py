@@ -98,6 +98,7 @@ def bench_wer(
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
     report: Annotated[str | None, typer.Option("--report", help="Write a self-contained HTML report here.", show_default=False)] = None,
     max_wer: Annotated[float | None, typer.Option("--max-wer", min=0.0, help="Exit 3 when the mean WER (a fraction, 0.05 = 5 %) is above this (in any level).", show_default=False)] = None,
+    mos: Annotated[bool, typer.Option("--mos", help='Predict each clip\'s MOS with DNSMOS (pip install "omni[mos]").')] = False,
     baseline: Annotated[
         str | None, typer.Option("--baseline", help="An earlier run (its --out folder or items.jsonl): compare item by item, with a paired bootstrap.", show_default=False)
     ] = None,
@@ -145,6 +146,7 @@ def bench_wer(
         note(f"omni: warning: {dataset}: {problem} (skipped)")
     connection = resolve_connection(server, api_key, timeout)
     factory = engines(ctx)
+    naturalness = factory.naturalness() if mos else None
     from omnicli.cli.engines import EngineChoice, check_runtime
 
     choice = EngineChoice(connection, speech_stream="audio", engine=engine, model=model if engine == "vllm-omni" else None,
@@ -177,7 +179,7 @@ def bench_wer(
             audio_dir=Path(audio_dir) if audio_dir else None,
         )
         judge = factory.judge(asr_model, asr_device, _judge_connection(asr_server, connection))
-        asyncio.run(_run(plans, factory, connection, judge, options, audio_dir is not None, choice))
+        asyncio.run(_run(plans, factory, connection, judge, options, audio_dir is not None, choice, naturalness))
     finally:
         for plan in plans:
             plan.journal.close()
@@ -185,6 +187,9 @@ def bench_wer(
     target = "audio-dir" if audio_dir else (",".join(connection.servers) or engine or "embedded")
     runs = [(_summary(plan, data, dataset, target), _records(plan, data)) for plan in plans]
     summaries = [summary for summary, _ in runs]
+    for summary in summaries:
+        if naturalness is not None and "mos_mean" in summary:
+            summary["mos_model"] = naturalness.name
     if earlier is not None:
         from omnicli.bench.compare import compare
 
@@ -249,13 +254,16 @@ def _judge_connection(asr_server: str | None, connection):
     return Connection(server_url(asr_server, "--asr-server"), connection.api_key, connection.timeout)
 
 
-async def _run(plans: list[Plan], factory, connection, judge, options, scoring_only: bool, choice=None) -> None:
+async def _run(plans: list[Plan], factory, connection, judge, options, scoring_only: bool, choice=None,
+               naturalness=None) -> None:
     """Every level in turn, on one engine (and one pool of servers, checked once)."""
     from omnicli.cli.engines import EngineChoice
 
     engine = pool = None
     try:
         await judge.preload()
+        if naturalness is not None:
+            await naturalness.preload()
         if not scoring_only:
             if connection.server:
                 engine = pool = factory.pool(connection, stream="audio")
@@ -264,7 +272,7 @@ async def _run(plans: list[Plan], factory, connection, judge, options, scoring_o
             await engine.check()
         for plan in plans:
             await _run_level(plan, engine, judge, replace(options, concurrency=plan.level.concurrency,
-                                                           rate=plan.level.rate, keep_audio_dir=plan.keep_dir))
+                                                           rate=plan.level.rate, keep_audio_dir=plan.keep_dir), naturalness)
             if scoring_only or not plan.todo:
                 plan.duration = None  # nothing was synthesized: no serving figures
             elif pool is not None:
@@ -275,7 +283,7 @@ async def _run(plans: list[Plan], factory, connection, judge, options, scoring_o
         await factory.release(judge)
 
 
-async def _run_level(plan: Plan, engine, judge, options) -> None:
+async def _run_level(plan: Plan, engine, judge, options, naturalness) -> None:
     from omnicli.bench.progress import BenchProgress
     from omnicli.bench.runner import run_bench
 
@@ -287,7 +295,7 @@ async def _run_level(plan: Plan, engine, judge, options) -> None:
             if entry["status"] != "ok":
                 note(f"omni: {entry['utt']} (line {entry['line']}): {entry['status']}: {entry.get('error', '')}")
 
-        plan.duration = await run_bench(plan.todo, engine, judge, options, record)
+        plan.duration = await run_bench(plan.todo, engine, judge, options, record, naturalness)
 
 
 def _records(plan: Plan, data) -> list[dict]:

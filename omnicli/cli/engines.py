@@ -17,6 +17,7 @@ from omnicli.engine.base import Engine
 from omnicli.errors import UsageError
 
 if TYPE_CHECKING:
+    from omnicli.bench.naturalness import NaturalnessJudge
     from omnicli.bench.runner import Judge
     from omnicli.client.pool import ServerPool
     from omnicli.client.remote import RemoteEngine
@@ -243,6 +244,13 @@ class Engines:
         from omnicli.engine.asr import LocalASR
 
         return LocalASR(asr_model, device=device)
+
+    def naturalness(self) -> "NaturalnessJudge":
+        """What predicts bench-wer's MOS (--mos): DNSMOS in this process."""
+        from omnicli.bench.naturalness import DnsMos
+
+        DnsMos.check()
+        return DnsMos()
 
     async def release(self, judge: "Judge") -> None:
         """Close the connection of a judge made here on a server."""

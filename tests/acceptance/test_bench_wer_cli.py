@@ -170,3 +170,32 @@ def test_a_voice_is_compared_with_a_baseline_run_and_a_slower_one_fails_the_gate
     assert ttfa["verdict"] == "worse" and ttfa["ci95"][0] > 0.1, ttfa
     assert "omni: first audio (s) is significantly worse than the baseline" in result.stderr.decode()
     assert "Against the baseline" in report.read_text()
+
+
+def test_dnsmos_hears_noise_added_to_the_voice_as_significantly_less_natural(omni, tmp_path):
+    """Real DNSMOS on real speech: the dev set's first 8 sentences as the embedded voice says them,
+    then the same clips with white noise at 5 dB SNR, scored from --audio-dir against the clean run."""
+    import numpy as np
+    import soundfile as sf
+
+    clean = tmp_path / "clean"
+    first = omni("bench-wer", "-d", str(META), "--limit", "8", "--mos", "--out", str(clean), "--keep-audio", "--json")
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["mos_model"] == "DNSMOS P.808" and summary["mos_scored"] == 8
+    assert all(3.0 < r["mos"] < 5.0 and 1.0 <= r["mos_ovrl"] <= 5.0 for r in lines_of(clean / "items.jsonl"))
+    low, high = summary["mos_mean"]["ci95"]
+    assert low <= summary["mos_mean"]["mean"] <= high
+    noisy = tmp_path / "noisy"
+    noisy.mkdir()
+    noise = np.random.default_rng(0)
+    for wav in sorted((clean / "audio").glob("*.wav")):
+        samples, rate = sf.read(wav, dtype="float32")
+        power = float(np.mean(samples ** 2))
+        sf.write(noisy / wav.name, samples + noise.normal(0, np.sqrt(power / 10 ** 0.5), len(samples)).astype(np.float32), rate)
+    result = omni("bench-wer", "-d", str(META), "--limit", "8", "--mos", "--audio-dir", str(noisy),
+                  "--baseline", str(clean), "--fail-if-worse", "--json")
+    assert result.returncode == 4, result.stderr
+    mos = json.loads(result.stdout)["ab"]["figures"]["mos"]
+    assert mos["verdict"] == "worse" and mos["difference"] < -0.5, mos
+    assert "omni: MOS is significantly worse than the baseline" in result.stderr.decode()

@@ -300,3 +300,38 @@ def test_baseline_usage_errors_are_one_line_before_any_work(dataset, args, needl
     assert result.stderr.strip().splitlines() == [f"omni: error: {needle} (give an earlier run's --out folder or its items.jsonl)"
                                                   if "nonexistent" in needle else f"omni: error: {needle}"]
     assert engines.scripted.requests == []
+
+
+def test_mos_is_predicted_per_utterance_and_summarised_with_an_interval(tmp_path, dataset):
+    out, report = tmp_path / "run", tmp_path / "report.html"
+    speech = lambda req: [tone(0.5 if req.text == "The cat sat." else 1.0)]  # noqa: E731
+    result = omni("bench-wer", "-d", dataset, "--mos", "--out", out, "--report", report, "--json",
+                  engines=engines_for(speech=speech))
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [(r["utt"], r["mos"], r["mos_ovrl"]) for r in lines_of(out / "items.jsonl")] == [
+        ("line_0001", 1.5, 1.0), ("line_0002", 2.0, 1.0), ("line_0003", 2.0, 1.0)]
+    mos = summary["mos_mean"]
+    assert mos["mean"] == pytest.approx(5.5 / 3) and 1.5 <= mos["ci95"][0] <= mos["mean"] <= mos["ci95"][1] <= 2.0
+    assert summary["mos_ovrl_mean"] == {"mean": 1.0, "ci95": [1.0, 1.0]}
+    assert (summary["mos_scored"], summary["mos_model"]) == (3, "MOS by length")
+    assert "<th>MOS</th>" in report.read_text() and "MOS, DNSMOS P.808" in report.read_text()
+    plain = omni("bench-wer", "-d", dataset, engines=engines_for())
+    assert plain.exit_code == 0 and "MOS" not in plain.stdout  # only asked for with --mos
+
+
+def test_a_higher_mos_is_better_in_the_comparison(tmp_path):
+    sentences = [f"Sentence number {n} is here." for n in range(8)]
+    dataset = tmp_path / "eight.txt"
+    dataset.write_text("\n".join(sentences) + "\n")
+    heard = [s.lower().rstrip(".") for s in sentences]
+    before = tmp_path / "before"
+    first = omni("bench-wer", "-d", dataset, "--mos", "--out", before,
+                 engines=engines_for(heard=heard, speech=[tone(0.5)]))
+    assert first.exit_code == 0, first.stderr
+    result = omni("bench-wer", "-d", dataset, "--mos", "--baseline", before, "--json",
+                  engines=engines_for(heard=heard, speech=[tone(1.0)]))
+    assert result.exit_code == 0, result.stderr
+    mos = json.loads(result.stdout)["ab"]["figures"]["mos"]
+    assert (mos["baseline"], mos["this_run"], mos["difference"], mos["verdict"]) == (1.5, 2.0, 0.5, "better")
+    assert json.loads(result.stdout)["ab"]["items"][0]["mos"] == [1.5, 2.0]

@@ -17,6 +17,19 @@ CLEAN_ENV = {
 }
 
 
+class LengthMos:
+    """A naturalness judge whose MOS is 1 + the clip's seconds, so a test knows every figure."""
+
+    name = "MOS by length"
+
+    async def preload(self) -> None:
+        """Nothing to load."""
+
+    async def rate(self, samples, rate: int) -> dict[str, float]:
+        """1 + seconds as `mos`, 1.0 as `mos_ovrl`."""
+        return {"mos": 1 + len(samples) / rate, "mos_ovrl": 1.0}
+
+
 class ScriptedEngines(Engines):
     """Hands every command the same scripted engine (and judge); records what was chosen."""
 
@@ -32,6 +45,10 @@ class ScriptedEngines(Engines):
     def judge(self, asr_model: str | None, device: str, server=None):
         """The scripted judge; a judge on a server (--asr-server) is the real one, over `http`."""
         return self.scripted_judge if server is None else super().judge(asr_model, device, server)
+
+    def naturalness(self) -> LengthMos:
+        """The MOS judge whose figures a test can tell in advance."""
+        return LengthMos()
 
 
 def omni(*args: str | Path, engines: Engines | None = None, input: bytes | str | None = None,
