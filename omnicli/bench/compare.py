@@ -25,7 +25,7 @@ class Figure:
 
 
 FIGURES = (Figure("wer", "WER", percent=True), Figure("mos", "MOS", lower_is_better=False),
-           Figure("ttfa", "first audio (s)"), Figure("rtf", "RTF"))
+           Figure("sim", "SIM", lower_is_better=False), Figure("ttfa", "first audio (s)"), Figure("rtf", "RTF"))
 
 
 def load_baseline(path: str) -> tuple[Path, list[dict]]:

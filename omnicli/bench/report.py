@@ -105,14 +105,14 @@ def _comparison(ab: dict, level: str) -> str:
 def _details(records: list[dict], level: str, worst: int) -> str:
     scored = sorted((r for r in records if r.get("status") == "ok"), key=lambda r: -r["wer"])[:worst]
     failed = [r for r in records if r.get("status") != "ok"]
-    mos = any(r.get("mos") is not None for r in records)
+    extra = [(key, label) for key, label in (("mos", "MOS"), ("sim", "SIM")) if any(r.get(key) is not None for r in records)]
     out = [f"<h2>WER per utterance{level}</h2>" + wer_histogram(records),
            f"<h2>Time to first audio{level}</h2>" + latency_chart(records),
            f"<h2>Worst {len(scored)} utterances{level}</h2><table><tr><th>utt</th><th>WER</th>"
-           + ("<th>MOS</th>" if mos else "") + "<th>reference</th><th>hypothesis</th></tr>"]
+           + "".join(f"<th>{label}</th>" for _, label in extra) + "<th>reference</th><th>hypothesis</th></tr>"]
     for r in scored:
-        mos_cell = f"<td class='num'>{_fmt(r.get('mos'), 2)}</td>" if mos else ""
-        out.append(f"<tr><td>{html.escape(r['utt'])}</td><td class='num'>{_fmt(r['wer'], percent=True)}</td>{mos_cell}"
+        cells = "".join(f"<td class='num'>{_fmt(r.get(key), 2)}</td>" for key, _ in extra)
+        out.append(f"<tr><td>{html.escape(r['utt'])}</td><td class='num'>{_fmt(r['wer'], percent=True)}</td>{cells}"
                    f"<td>{html.escape(r['reference'])}</td><td>{html.escape(r.get('hypothesis', ''))}</td></tr>")
     out.append("</table>")
     if failed:

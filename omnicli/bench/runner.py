@@ -28,6 +28,7 @@ from omnicli.errors import OmniError
 
 if TYPE_CHECKING:
     from omnicli.bench.naturalness import NaturalnessJudge
+    from omnicli.bench.similarity import SimilarityJudge
 
 log = logging.getLogger("omni")
 
@@ -66,6 +67,29 @@ class BenchOptions:
     keep_audio_dir: Path | None = None
 
 
+@dataclass(frozen=True)
+class ExtraJudges:
+    """The figures beyond WER a run was asked for: naturalness (--mos), speaker similarity (--sim)."""
+
+    naturalness: "NaturalnessJudge | None" = None
+    similarity: "SimilarityJudge | None" = None
+
+    async def preload(self) -> None:
+        """Load each model asked for."""
+        for judge in (self.naturalness, self.similarity):
+            if judge is not None:
+                await judge.preload()
+
+    async def rate(self, job: "Synthesized", samples: np.ndarray) -> dict:
+        """The clip's MOS figures and its similarity to its prompt, where asked for."""
+        figures: dict = {}
+        if self.naturalness is not None:
+            figures |= await self.naturalness.rate(samples, job.rate)
+        if self.similarity is not None and job.item.prompt_wav is not None:
+            figures["sim"] = await self.similarity.similarity(job.item.prompt_wav, samples, job.rate)
+        return figures
+
+
 @dataclass
 class Synthesized:
     """One utterance's audio (None when synthesis failed) and its record so far, awaiting the judge."""
@@ -90,8 +114,8 @@ def arrival_times(count: int, rate: float | None, seed: int) -> list[float]:
 
 
 async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptions,
-                    on_record: Callable[[dict], None], naturalness: "NaturalnessJudge | None" = None) -> float:
-    """Synthesize (or load) and score every item (and predict its MOS, given `naturalness`);
+                    on_record: Callable[[dict], None], extra: ExtraJudges | None = None) -> float:
+    """Synthesize (or load) and score every item (and the `extra` figures asked for);
     `on_record` gets each record as it is made. The seconds from the first request to the last
     answer (the benchmark's duration)."""
     loop = asyncio.get_running_loop()
@@ -129,7 +153,7 @@ async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptio
 
     async def scorer() -> None:
         while (job := await ready.get()) is not None:
-            on_record(await _score(job, judge, options, naturalness))
+            on_record(await _score(job, judge, options, extra))
             backlog.release()
 
     dispatcher = asyncio.create_task(dispatch())
@@ -192,7 +216,7 @@ async def _produce(item: Item, engine, options: BenchOptions) -> Synthesized:
     return Synthesized(item, samples, SPEECH_RATE, record)
 
 
-async def _score(job: Synthesized, judge: Judge, options: BenchOptions, naturalness: "NaturalnessJudge | None") -> dict:
+async def _score(job: Synthesized, judge: Judge, options: BenchOptions, extra: ExtraJudges | None) -> dict:
     record = job.record
     if "status" in record:
         return record
@@ -212,9 +236,9 @@ async def _score(job: Synthesized, judge: Judge, options: BenchOptions, naturaln
         substitutions=result.substitutions, deletions=result.deletions, insertions=result.insertions,
         hits=result.hits, reference_normalized=result.reference, hypothesis_normalized=result.hypothesis,
     )
-    if naturalness is not None:
+    if extra is not None:
         try:
-            record.update(await naturalness.rate(job.samples, job.rate))
-        except (OmniError, RuntimeError, ValueError) as exc:
-            log.warning("omni: %s: no MOS: %s", job.item.utt, exc)
+            record.update(await extra.rate(job, job.samples))
+        except (OmniError, OSError, RuntimeError, ValueError) as exc:
+            log.warning("omni: %s: no MOS or SIM: %s", job.item.utt, exc)
     return record

@@ -116,6 +116,7 @@ def summarize(records: list[dict]) -> dict:
         "rtf_mean": statistics.fmean(rtf) if rtf else None,
         "audio_seconds": sum(r.get("audio_seconds") or 0 for r in scored),
         **_naturalness(scored),
+        **_similarity(scored),
     }
 
 
@@ -126,3 +127,9 @@ def _naturalness(scored: list[dict]) -> dict:
         return {}
     overall = [r["mos_ovrl"] for r in scored if r.get("mos_ovrl") is not None]
     return {"mos_mean": mean_with_interval(mos), "mos_ovrl_mean": mean_with_interval(overall), "mos_scored": len(mos)}
+
+
+def _similarity(scored: list[dict]) -> dict:
+    """Speaker similarity to the prompts over the utterances (bench-wer --sim): mean and 95 % interval."""
+    sims = [r["sim"] for r in scored if r.get("sim") is not None]
+    return {"sim_mean": mean_with_interval(sims), "sim_scored": len(sims)} if sims else {}

@@ -58,8 +58,9 @@ def _mean_and_interval(figure: dict | None) -> str:
 OPTIONAL_ROWS: list[tuple[str, str, Callable[[dict], str]]] = [
     ("mos_mean", "MOS, DNSMOS P.808 (mean, 95 % interval)", lambda s: _mean_and_interval(s.get("mos_mean"))),
     ("mos_ovrl_mean", "MOS, DNSMOS P.835 overall", lambda s: _mean_and_interval(s.get("mos_ovrl_mean"))),
+    ("sim_mean", "SIM to the prompt (mean, 95 % interval)", lambda s: _mean_and_interval(s.get("sim_mean"))),
 ]
-"""Rows shown when a run measured them (--mos): the key that says so, the name, the value."""
+"""Rows shown when a run measured them (--mos, --sim): the key that says so, the name, the value."""
 
 
 def level_name(summary: dict) -> str:

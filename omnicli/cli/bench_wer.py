@@ -99,6 +99,7 @@ def bench_wer(
     report: Annotated[str | None, typer.Option("--report", help="Write a self-contained HTML report here.", show_default=False)] = None,
     max_wer: Annotated[float | None, typer.Option("--max-wer", min=0.0, help="Exit 3 when the mean WER (a fraction, 0.05 = 5 %) is above this (in any level).", show_default=False)] = None,
     mos: Annotated[bool, typer.Option("--mos", help='Predict each clip\'s MOS with DNSMOS (pip install "omni[mos]").')] = False,
+    sim: Annotated[bool, typer.Option("--sim", help='Speaker similarity of each clip to its prompt wav, as Seed-TTS-eval\'s SIM (pip install "omni[sim]").')] = False,
     baseline: Annotated[
         str | None, typer.Option("--baseline", help="An earlier run (its --out folder or items.jsonl): compare item by item, with a paired bootstrap.", show_default=False)
     ] = None,
@@ -146,13 +147,17 @@ def bench_wer(
         note(f"omni: warning: {dataset}: {problem} (skipped)")
     connection = resolve_connection(server, api_key, timeout)
     factory = engines(ctx)
-    naturalness = factory.naturalness() if mos else None
+    from omnicli.bench.runner import ExtraJudges
+
+    extra = ExtraJudges(factory.naturalness() if mos else None, factory.speaker_similarity() if sim else None)
     from omnicli.cli.engines import EngineChoice, check_runtime
 
     choice = EngineChoice(connection, speech_stream="audio", engine=engine, model=model if engine == "vllm-omni" else None,
                           stage_params=tuple(stage_param or ()))
     check_runtime(choice)
 
+    if sim and not data.has_prompts:
+        raise UsageError("--sim compares each clip with its prompt wav: give a meta.lst with prompt wavs")
     wants_clone = data.has_prompts if clone is None else clone
     if wants_clone and not connection.server and not audio_dir and engine != "vllm-omni":
         note("omni: the embedded engine cannot clone voices; using its own voice for every utterance")
@@ -179,7 +184,7 @@ def bench_wer(
             audio_dir=Path(audio_dir) if audio_dir else None,
         )
         judge = factory.judge(asr_model, asr_device, _judge_connection(asr_server, connection))
-        asyncio.run(_run(plans, factory, connection, judge, options, audio_dir is not None, choice, naturalness))
+        asyncio.run(_run(plans, factory, connection, judge, options, audio_dir is not None, choice, extra))
     finally:
         for plan in plans:
             plan.journal.close()
@@ -188,8 +193,10 @@ def bench_wer(
     runs = [(_summary(plan, data, dataset, target), _records(plan, data)) for plan in plans]
     summaries = [summary for summary, _ in runs]
     for summary in summaries:
-        if naturalness is not None and "mos_mean" in summary:
-            summary["mos_model"] = naturalness.name
+        if extra.naturalness is not None and "mos_mean" in summary:
+            summary["mos_model"] = extra.naturalness.name
+        if extra.similarity is not None and "sim_mean" in summary:
+            summary["sim_model"] = extra.similarity.name
     if earlier is not None:
         from omnicli.bench.compare import compare
 
@@ -255,15 +262,15 @@ def _judge_connection(asr_server: str | None, connection):
 
 
 async def _run(plans: list[Plan], factory, connection, judge, options, scoring_only: bool, choice=None,
-               naturalness=None) -> None:
+               extra=None) -> None:
     """Every level in turn, on one engine (and one pool of servers, checked once)."""
     from omnicli.cli.engines import EngineChoice
 
     engine = pool = None
     try:
         await judge.preload()
-        if naturalness is not None:
-            await naturalness.preload()
+        if extra is not None:
+            await extra.preload()
         if not scoring_only:
             if connection.server:
                 engine = pool = factory.pool(connection, stream="audio")
@@ -272,7 +279,7 @@ async def _run(plans: list[Plan], factory, connection, judge, options, scoring_o
             await engine.check()
         for plan in plans:
             await _run_level(plan, engine, judge, replace(options, concurrency=plan.level.concurrency,
-                                                           rate=plan.level.rate, keep_audio_dir=plan.keep_dir), naturalness)
+                                                           rate=plan.level.rate, keep_audio_dir=plan.keep_dir), extra)
             if scoring_only or not plan.todo:
                 plan.duration = None  # nothing was synthesized: no serving figures
             elif pool is not None:
@@ -283,7 +290,7 @@ async def _run(plans: list[Plan], factory, connection, judge, options, scoring_o
         await factory.release(judge)
 
 
-async def _run_level(plan: Plan, engine, judge, options, naturalness) -> None:
+async def _run_level(plan: Plan, engine, judge, options, extra) -> None:
     from omnicli.bench.progress import BenchProgress
     from omnicli.bench.runner import run_bench
 
@@ -295,7 +302,7 @@ async def _run_level(plan: Plan, engine, judge, options, naturalness) -> None:
             if entry["status"] != "ok":
                 note(f"omni: {entry['utt']} (line {entry['line']}): {entry['status']}: {entry.get('error', '')}")
 
-        plan.duration = await run_bench(plan.todo, engine, judge, options, record, naturalness)
+        plan.duration = await run_bench(plan.todo, engine, judge, options, record, extra)
 
 
 def _records(plan: Plan, data) -> list[dict]:

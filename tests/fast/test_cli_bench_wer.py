@@ -335,3 +335,24 @@ def test_a_higher_mos_is_better_in_the_comparison(tmp_path):
     mos = json.loads(result.stdout)["ab"]["figures"]["mos"]
     assert (mos["baseline"], mos["this_run"], mos["difference"], mos["verdict"]) == (1.5, 2.0, 0.5, "better")
     assert json.loads(result.stdout)["ab"]["items"][0]["mos"] == [1.5, 2.0]
+
+
+def test_sim_compares_each_clip_with_its_prompt_and_needs_prompts(tmp_path, dataset):
+    import numpy as np
+    import soundfile
+
+    for name, seconds in (("one.wav", 1.0), ("two.wav", 0.25)):
+        soundfile.write(tmp_path / name, np.full(int(seconds * 16000), 0.1, np.float32), 16000)
+    meta = tmp_path / "meta.lst"
+    meta.write_text(f"a|said one|{tmp_path / 'one.wav'}|The cat sat.\nb|said two|{tmp_path / 'two.wav'}|A dog ran far.\n")
+    out = tmp_path / "run"
+    result = omni("bench-wer", "-d", meta, "--sim", "--out", out, "--json", engines=engines_for(heard=HEARD[:2]))
+    assert result.exit_code == 0, result.stderr
+    assert [(r["utt"], r["sim"]) for r in lines_of(out / "items.jsonl")] == [("a", 0.5), ("b", 0.5)]  # 0.5 s clips
+    summary = json.loads(result.stdout)
+    assert summary["sim_mean"] == {"mean": 0.5, "ci95": [0.5, 0.5]}
+    assert (summary["sim_scored"], summary["sim_model"]) == (2, "similarity by length")
+    assert "mos_mean" not in summary
+    refused = omni("bench-wer", "-d", dataset, "--sim", engines=engines_for())
+    assert refused.exit_code == 2
+    assert refused.stderr == "omni: error: --sim compares each clip with its prompt wav: give a meta.lst with prompt wavs\n"

@@ -30,6 +30,22 @@ class LengthMos:
         return {"mos": 1 + len(samples) / rate, "mos_ovrl": 1.0}
 
 
+class LengthSimilarity:
+    """A similarity judge that compares durations (the shorter over the longer), so a test knows every figure."""
+
+    name = "similarity by length"
+
+    async def preload(self) -> None:
+        """Nothing to load."""
+
+    async def similarity(self, prompt: Path, samples, rate: int) -> float:
+        """The shorter of the prompt and the clip over the longer."""
+        import soundfile
+
+        prompt_seconds, clip_seconds = soundfile.info(str(prompt)).duration, len(samples) / rate
+        return min(prompt_seconds, clip_seconds) / max(prompt_seconds, clip_seconds)
+
+
 class ScriptedEngines(Engines):
     """Hands every command the same scripted engine (and judge); records what was chosen."""
 
@@ -49,6 +65,10 @@ class ScriptedEngines(Engines):
     def naturalness(self) -> LengthMos:
         """The MOS judge whose figures a test can tell in advance."""
         return LengthMos()
+
+    def speaker_similarity(self) -> LengthSimilarity:
+        """The similarity judge whose figures a test can tell in advance."""
+        return LengthSimilarity()
 
 
 def omni(*args: str | Path, engines: Engines | None = None, input: bytes | str | None = None,
