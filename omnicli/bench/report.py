@@ -57,13 +57,20 @@ def latency_chart(records: list[dict]) -> str:
     return _bars(labels, counts, "#3a9a6a")
 
 
-def render(runs: list[tuple[dict, list[dict]]], *, title: str, worst: int = 15) -> str:
-    """The page for one run, or for a sweep: its figures side by side, then each run's charts."""
+def render(runs: list[tuple[dict, list[dict]]], *, title: str, worst: int = 15, published: bool = False) -> str:
+    """The page for one run, or for a sweep: its figures side by side (and others' published
+    figures, when asked for), then each run's charts."""
     summaries = [summary for summary, _ in runs]
     sweep = len(runs) > 1
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
            f"<h1>{html.escape(title)}</h1>"]
     out.append(_table(["", *map(level_name, summaries)] if sweep else None, summary_rows(summaries)))
+    if published:
+        from omnicli.bench.published import PUBLISHED_COLUMNS, SOURCE, published_rows
+
+        out.append("<h2>Published Seed-TTS-eval figures (not measured here)</h2>"
+                   f"<p>Other judges and test sets than this run's; source: {html.escape(SOURCE)}</p>"
+                   + _table(PUBLISHED_COLUMNS, published_rows()))
     for summary in summaries:
         if servers := server_rows(summary):
             out.append(f"<h2>Servers{f' at {level_name(summary)}' if sweep else ''}</h2>" + _table(SERVER_COLUMNS, servers))

@@ -86,8 +86,9 @@ def server_rows(run: dict) -> list[list[str]]:
 SERVER_COLUMNS = ["server", "requests", "failed", "first audio p50 (s)", "RTF mean", "skipped"]
 
 
-def print_tables(runs: list[dict], file) -> None:
-    """The summary (a column per run), then the per-server figures where there are any."""
+def print_tables(runs: list[dict], file, *, published: bool = False) -> None:
+    """The summary (a column per run), the A/B, the per-server figures where there are any, and
+    other systems' published figures when asked for."""
     from rich.console import Console
     from rich.table import Table
 
@@ -109,6 +110,16 @@ def print_tables(runs: list[dict], file) -> None:
             for url, requests, failed, first_audio, rtf, skipped in rows:
                 console.print(f"  {url}  {requests} requests, {failed} failed, first audio p50 {first_audio} s, "
                               f"RTF {rtf}{', skipped' if skipped == 'yes' else ''}", highlight=False, markup=False, soft_wrap=True)
+    if published:
+        from omnicli.bench.published import PUBLISHED_COLUMNS, SOURCE, published_rows
+
+        table = Table(title="published Seed-TTS-eval figures, not measured here", title_justify="left")
+        for column in PUBLISHED_COLUMNS:
+            table.add_column(column)
+        for row in published_rows():
+            table.add_row(*row)
+        console.print(table)
+        console.print(f"source: {SOURCE}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _print_comparison(console, run: dict, sweep: bool) -> None:

@@ -100,6 +100,7 @@ def bench_wer(
     max_wer: Annotated[float | None, typer.Option("--max-wer", min=0.0, help="Exit 3 when the mean WER (a fraction, 0.05 = 5 %) is above this (in any level).", show_default=False)] = None,
     mos: Annotated[bool, typer.Option("--mos", help='Predict each clip\'s MOS with DNSMOS (pip install "omni[mos]").')] = False,
     sim: Annotated[bool, typer.Option("--sim", help='Speaker similarity of each clip to its prompt wav, as Seed-TTS-eval\'s SIM (pip install "omni[sim]").')] = False,
+    published: Annotated[bool, typer.Option("--published", help="Show other systems' published Seed-TTS-eval figures beside the run (labelled as published).")] = False,
     baseline: Annotated[
         str | None, typer.Option("--baseline", help="An earlier run (its --out folder or items.jsonl): compare item by item, with a paired bootstrap.", show_default=False)
     ] = None,
@@ -202,13 +203,13 @@ def bench_wer(
 
         for summary, records in runs:
             summary["ab"] = compare(records, earlier[1], baseline_path=str(earlier[0]), seed=seed)
-    _write(plans, runs, out_dir, sweep, report, dataset, target)
+    _write(plans, runs, out_dir, sweep, report, dataset, target, published)
     if json_output:
         print(json.dumps(summaries[0] if not sweep else {"dataset": str(dataset), "target": target, "runs": summaries}))
     else:
         from omnicli.bench.tables import print_tables
 
-        print_tables(summaries, sys.stdout)
+        print_tables(summaries, sys.stdout, published=published)
     if any(s["scored"] == 0 for s in summaries):
         raise OmniError("no utterance could be scored (see the failures above)")
     _gates(summaries, max_wer, fail_if_worse, sweep)
@@ -329,7 +330,7 @@ def _summary(plan: Plan, data, dataset: str, target: str) -> dict:
 
 
 def _write(plans: list[Plan], runs: list[tuple[dict, list[dict]]], out_dir: Path | None, sweep: bool,
-           report: str | None, dataset: str, target: str) -> None:
+           report: str | None, dataset: str, target: str, published: bool = False) -> None:
     """summary.json (per level, and the sweep's in --out) and the HTML report."""
     from omnicli.audio.atomic import atomic_write
 
@@ -343,4 +344,4 @@ def _write(plans: list[Plan], runs: list[tuple[dict, list[dict]]], out_dir: Path
     if report:
         from omnicli.bench.report import render
 
-        atomic_write(report, render(runs, title=f"omni bench-wer: {Path(dataset).name}").encode())
+        atomic_write(report, render(runs, title=f"omni bench-wer: {Path(dataset).name}", published=published).encode())

@@ -356,3 +356,15 @@ def test_sim_compares_each_clip_with_its_prompt_and_needs_prompts(tmp_path, data
     refused = omni("bench-wer", "-d", dataset, "--sim", engines=engines_for())
     assert refused.exit_code == 2
     assert refused.stderr == "omni: error: --sim compares each clip with its prompt wav: give a meta.lst with prompt wavs\n"
+
+
+def test_published_figures_are_shown_beside_the_run_labelled_as_published(tmp_path, dataset):
+    report = tmp_path / "report.html"
+    result = omni("bench-wer", "-d", dataset, "--published", "--report", report, engines=engines_for())
+    assert result.exit_code == 0, result.stderr
+    assert "published Seed-TTS-eval figures, not measured here" in result.stdout
+    assert "Seed-TTS" in result.stdout and "2.25 %" in result.stdout and "FunAudioLLM/CosyVoice" in result.stdout
+    page = report.read_text()
+    assert "Published Seed-TTS-eval figures (not measured here)" in page and "0.762" in page
+    plain = omni("bench-wer", "-d", dataset, "--report", report, engines=engines_for())
+    assert "published" not in plain.stdout.lower() and "Published" not in report.read_text()
