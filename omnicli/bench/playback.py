@@ -20,6 +20,10 @@ class Underruns:
     """Gaps heard: packets that arrived after the audio before them had finished playing."""
     seconds: float
     """Their total length."""
+    long: int = 0
+    """Gaps longer than `CONTINUITY_THRESHOLD_S` each: pauses a listener notices."""
+    longest: float = 0.0
+    """The longest gap, in seconds."""
 
 
 def underruns(packets: list[tuple[float, float]]) -> Underruns:
@@ -28,11 +32,10 @@ def underruns(packets: list[tuple[float, float]]) -> Underruns:
         return Underruns(0, 0.0)
     arrived, length = packets[0]
     ends = arrived + length
-    count, total = 0, 0.0
+    gaps = []
     for arrived, length in packets[1:]:
         if arrived > ends:
-            count += 1
-            total += arrived - ends
+            gaps.append(arrived - ends)
             ends = arrived
         ends += length
-    return Underruns(count, total)
+    return Underruns(len(gaps), sum(gaps), sum(1 for gap in gaps if gap > CONTINUITY_THRESHOLD_S), max(gaps, default=0.0))

@@ -210,7 +210,7 @@ async def _produce(item: Item, engine, options: BenchOptions) -> Synthesized:
     gaps = underruns(packets)
     record.update(ttfa=packets[0][0] if packets else None, generation_seconds=generation, audio_seconds=seconds,
                   rtf=generation / seconds if seconds else None, packets=len(packets),
-                  underruns=gaps.count, underrun_seconds=gaps.seconds)
+                  underruns=gaps.count, underrun_seconds=gaps.seconds, long_gaps=gaps.long, longest_gap_seconds=gaps.longest)
     if options.keep_audio_dir is not None and len(samples):
         atomic_write(options.keep_audio_dir / f"{item.utt}.wav", encode(samples, SPEECH_RATE, AudioFormat.WAV))
     return Synthesized(item, samples, SPEECH_RATE, record)

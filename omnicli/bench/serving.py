@@ -34,6 +34,8 @@ def serving_figures(records: list[dict], duration: float, *, concurrency: int | 
     figures |= _spread("audio_underrun_s", underrun)
     figures["audio_underrun_count"] = sum(r.get("underruns") or 0 for r in answered)
     figures["total_audio_underrun_s"] = sum(underrun)
+    figures["long_gap_count"] = sum(r.get("long_gaps") or 0 for r in answered)
+    figures["longest_gap_s"] = max((r.get("longest_gap_seconds") or 0.0 for r in answered), default=None)
     figures["audio_continuity_ok_rate"] = (
         sum(1 for u in underrun if u <= CONTINUITY_THRESHOLD_S) / len(underrun) if underrun else None)
     return figures

@@ -42,6 +42,8 @@ ROWS: list[tuple[str, Callable[[dict], str]]] = [
      lambda s: " / ".join(_num(s.get(f"{k}_audio_ttfp_ms"), 0) for k in ("mean", "median", "p99"))),
     ("RTF (mean)", lambda s: _num(s["rtf_mean"])),
     ("underruns: gaps / total", _underruns),
+    ("gaps over 100 ms / longest gap (s)", lambda s: "–" if s.get("long_gap_count") is None
+     else f"{s['long_gap_count']} / {_num(s.get('longest_gap_s'))}"),
     ("requests/s / audio s per s", _throughput),
     ("duration (s)", lambda s: _num(s.get("duration"), 1)),
     ("audio (s)", lambda s: f"{s['audio_seconds']:.1f}"),

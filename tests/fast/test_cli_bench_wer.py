@@ -169,7 +169,9 @@ def test_underruns_are_the_gaps_a_player_starting_at_the_first_packet_hears():
     assert underruns([(0.5, 2.0)]) == Underruns(0, 0.0)  # one whole answer plays through
     assert underruns([(0.5, 1.0), (1.0, 1.0), (2.5, 1.0)]) == Underruns(0, 0.0)  # always ahead
     gaps = underruns([(1.0, 0.5), (2.0, 0.5), (2.25, 1.0), (4.0, 0.5)])  # ends 1.5 | 2.5 | 3.5
-    assert (gaps.count, gaps.seconds) == (2, pytest.approx(0.5 + 0.5))
+    assert (gaps.count, gaps.seconds, gaps.long, gaps.longest) == (2, pytest.approx(0.5 + 0.5), 2, pytest.approx(0.5))
+    short = underruns([(0.0, 0.5), (0.55, 0.5), (1.3, 0.5)])  # a 50 ms gap, then a 250 ms one
+    assert (short.count, short.long, short.longest) == (2, 1, pytest.approx(0.25))
 
 
 def test_serving_figures_carry_vllm_bench_names():
@@ -177,7 +179,8 @@ def test_serving_figures_carry_vllm_bench_names():
 
     records = [
         {"status": "ok", "ttfa": 0.1, "generation_seconds": 1.0, "audio_seconds": 2.0, "rtf": 0.5, "underruns": 0, "underrun_seconds": 0.0},
-        {"status": "ok", "ttfa": 0.3, "generation_seconds": 3.0, "audio_seconds": 2.0, "rtf": 1.5, "underruns": 2, "underrun_seconds": 0.4},
+        {"status": "ok", "ttfa": 0.3, "generation_seconds": 3.0, "audio_seconds": 2.0, "rtf": 1.5, "underruns": 2, "underrun_seconds": 0.4,
+         "long_gaps": 1, "longest_gap_seconds": 0.35},
         {"status": "request_failed", "error": "boom"},
     ]
     figures = serving_figures(records, 4.0, concurrency=2, rate=None)
@@ -188,6 +191,7 @@ def test_serving_figures_carry_vllm_bench_names():
         "mean_audio_rtf": 1.0, "median_audio_rtf": 1.0, "p99_audio_rtf": pytest.approx(1.49),
         "mean_audio_underrun_s": 0.2, "median_audio_underrun_s": 0.2, "p99_audio_underrun_s": pytest.approx(0.396),
         "audio_underrun_count": 2, "total_audio_underrun_s": 0.4, "audio_continuity_ok_rate": 0.5,
+        "long_gap_count": 1, "longest_gap_s": 0.35,
     }
 
 
@@ -206,10 +210,13 @@ def test_a_stalled_stream_is_recorded_as_an_underrun_and_a_whole_answer_as_none(
     result = omni("bench-wer", "-d", dataset, "--out", out, "--json", engines=ScriptedEngines(Stuttering(), judge=ScriptedEngine(transcripts=HEARD)))
     assert result.exit_code == 0, result.stderr
     records = lines_of(out / "items.jsonl")
-    assert [(r["packets"], r["underruns"]) for r in records] == [(2, 1)] * 3
+    assert [(r["packets"], r["underruns"], r["long_gaps"]) for r in records] == [(2, 1, 1)] * 3
     assert all(r["underrun_seconds"] >= 0.25 for r in records)  # the stall, less the 10 ms that played
+    assert all(r["longest_gap_seconds"] == r["underrun_seconds"] for r in records)
     summary = json.loads(result.stdout)
-    assert (summary["audio_underrun_count"], summary["audio_continuity_ok_rate"]) == (3, 0.0)
+    assert (summary["audio_underrun_count"], summary["audio_continuity_ok_rate"], summary["long_gap_count"]) == (3, 0.0, 3)
+    assert "gaps over 100 ms / longest gap (s)" in omni("bench-wer", "-d", dataset, engines=ScriptedEngines(
+        Stuttering(), judge=ScriptedEngine(transcripts=HEARD))).stdout
 
     result = omni("bench-wer", "-d", dataset, "--json", engines=engines_for())
     whole = json.loads(result.stdout)
