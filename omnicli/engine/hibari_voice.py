@@ -19,8 +19,9 @@ HEART = Voice(
 """The hibari voice omni ships, as it is listed."""
 
 PAUSE_BEFORE_S, PAUSE_AFTER_S = 0.04, 0.15
-"""The quiet kept before and after each piece's sound, about Piper's: hibari pads more, which,
-streamed piece by piece, is heard as a pause inside the answer (benchmarks/README.md, "Voices")."""
+"""The quiet kept before and after each piece's sound at speed 1 (shorter as it speaks faster), about
+Piper's: hibari pads more, which, streamed piece by piece, is heard as a pause inside the answer
+(benchmarks/README.md, "Voices")."""
 
 NATIVE_SPEEDS = (0.5, 2.0)
 """The speeds hibari's model makes itself (its durations); beyond them the tempo is changed after."""
@@ -51,5 +52,5 @@ def synthesize_hibari(voice, text: str, speed: float) -> tuple[np.ndarray, int]:
     native = min(max(speed, NATIVE_SPEEDS[0]), NATIVE_SPEEDS[1])
     rate = voice.sample_rate
     samples = np.asarray(voice(text, speed=native), dtype=np.float32)
-    samples = trim_quiet_ends(samples, rate, before_s=PAUSE_BEFORE_S, after_s=PAUSE_AFTER_S, relative=0.03)
+    samples = trim_quiet_ends(samples, rate, before_s=PAUSE_BEFORE_S / native, after_s=PAUSE_AFTER_S / native, relative=0.03)
     return change_tempo(samples, rate, speed / native), rate

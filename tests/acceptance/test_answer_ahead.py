@@ -39,9 +39,9 @@ def _count_syntheses(monkeypatch) -> list[str]:
     said: list[str] = []
     synthesize = talker_module._synthesize
 
-    def counted(loaded, text, speed):
+    def counted(model, loaded, text, speed):
         said.append(text)
-        return synthesize(loaded, text, speed)
+        return synthesize(model, loaded, text, speed)
 
     monkeypatch.setattr(talker_module, "_synthesize", counted)
     return said
