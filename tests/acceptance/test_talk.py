@@ -156,7 +156,7 @@ def test_barge_in_truncates_at_what_the_speaker_played(pulse, tmp_path):
     try:
         ask_aloud(pulse, log, "Tell me a long story about a brave knight.")
         wait_for(log, "response.output_audio.delta")
-        time.sleep(3.0)  # let the answer play for a while
+        time.sleep(1.5)  # let the answer play for a while
         pulse.speak_into_microphone(at_48k(synthesize("Stop, please stop.")))
         truncate = wait_for(log, "conversation.item.truncate")[0]
         time.sleep(1.0)
@@ -164,9 +164,17 @@ def test_barge_in_truncates_at_what_the_speaker_played(pulse, tmp_path):
         stop(proc)
     log_events = events_of(log)
     outgoing = [e["event"]["type"] for e in log_events if e["dir"] == "out"]
-    assert "response.cancel" in outgoing
-    first_done = next(e for e in log_events if e["event"]["type"] == "response.done")
-    assert first_done["event"]["response"]["status"] == "cancelled"
+    barged_in = next(i for i, e in enumerate(log_events)
+                     if e["dir"] == "out" and e["event"]["type"] in ("response.cancel", "conversation.item.truncate"))
+    first_done = next(i for i, e in enumerate(log_events) if e["event"]["type"] == "response.done")
+    if first_done < barged_in:
+        # The answer was all made (the voice is ~6x faster than real time) and only playing: nothing
+        # to cancel on the server, the rest is dropped from the speaker and the item truncated.
+        assert log_events[first_done]["event"]["response"]["status"] == "completed"
+        assert "response.cancel" not in outgoing
+    else:
+        assert "response.cancel" in outgoing
+        assert log_events[first_done]["event"]["response"]["status"] == "cancelled"
     # What the sink received of the first answer: from its first sound to where it fell silent.
     played = pulse.take_speaker()
     loud = np.flatnonzero(np.abs(played) > 0.01)
