@@ -4,9 +4,9 @@
         -> input_audio_buffer.append / commit + response.create -> session
     session -> response.output_audio.delta -> speaker (jitter buffer, device rate)
 
-Barge-in (`interrupt`, the one entry point): when the user speaks over the answer, playback is
-flushed, the response is cancelled, and the answer is truncated to `audio_end_ms` = what the
-speaker actually played. Turn strategies live in `turns`, dialect differences in `dialects`, and
+Barge-in (`TalkLoop.barge_in`, the one entry point): when the user speaks over the answer, playback
+is flushed, the response is cancelled (unless the server's VAD did), and the answer is truncated to
+`audio_end_ms` = what the speaker actually played. Turn strategies live in `turns`, dialect differences in `dialects`, and
 what the user sees (`TalkState`) is told here what happened, including where the speaker is.
 Nothing is heard and no key acts before the session is ready.
 """
@@ -28,7 +28,7 @@ from omnicli.talk.playing import Playing
 from omnicli.talk.speakers import Speaker
 from omnicli.talk.state import TalkState
 from omnicli.turns.modes import TurnMode
-from omnicli.turns.talk_modes import ClientVAD, PushToTalk, ServerVAD, Turns
+from omnicli.turns.talk_modes import BargeIn, ClientVAD, PushToTalk, ServerVAD, Turns
 
 _GREETING_SECONDS = 1.5
 """A GA server greets with session.created at once; one that stays silent is vLLM-Omni's legacy
@@ -55,6 +55,20 @@ class TalkOptions:
         object.__setattr__(self, "turns", TurnMode(self.turns))
 
 
+@dataclass
+class AnswerCut:
+    """The answer a barge-in stops, as it was when the user cut in."""
+
+    item: str | None
+    """Its conversation item (truncated to what was heard)."""
+    responding: bool
+    """The server was still making it (then it is cancelled)."""
+    had_audio: bool
+    """Some of its audio had come (an answer with none has nothing to truncate)."""
+    heard: int = 0
+    """Samples (24 kHz) of it the listener heard."""
+
+
 def _strategy(turns: TurnMode, client) -> Turns:
     if turns == TurnMode.PUSH_TO_TALK:
         return PushToTalk(client)
@@ -63,7 +77,7 @@ def _strategy(turns: TurnMode, client) -> Turns:
     return ClientVAD(client, semantic=turns.semantic)
 
 
-class TalkClient(TalkLoop):
+class TalkClient(TalkLoop[AnswerCut]):
     """The turn-based talk: microphone to session to speaker, with turns and barge-in."""
 
     playout_s = 0.3
@@ -210,9 +224,6 @@ class TalkClient(TalkLoop):
         if isinstance(self.strategy, PushToTalk):
             await self.strategy.toggle(pressed_at)
 
-    async def _stop_answer(self) -> None:
-        await self.interrupt(by_key=True)
-
     async def _listen(self) -> None:
         while True:
             frame = await next_heard_frame(self)
@@ -253,24 +264,26 @@ class TalkClient(TalkLoop):
         """Samples (24 kHz) of the current answer the listener has heard."""
         return self.playing.played(self.speaker) if self.playing is not None else 0
 
-    async def interrupt(self, *, by_key: bool = False) -> None:
-        """The user speaks over the answer (or pressed Esc, `by_key`): stop it where the listener
-        stopped hearing it."""
+    def _answer_to_cut(self) -> AnswerCut | None:
         audible = self.speaker.buffered_seconds > 0
         if not (audible or self.responding) or (self.answer_item is None and self.dialect.interruptible):
-            return
-        had_audio, item = self.playing is not None and self.playing.samples > 0, self.answer_item  # as they were: the cancel's answer may change them
-        played = self._played() if had_audio else 0
+            return None
+        return AnswerCut(self.answer_item, self.responding, self.playing is not None and self.playing.samples > 0)
+
+    async def _cut_from_speaker(self, answer: AnswerCut) -> int:
+        answer.heard = self._played() if answer.had_audio else 0
         self.speaker.flush()
-        self.state.cut_off(played)
-        self.muted_item = item
+        self.muted_item = answer.item
+        return answer.heard
+
+    async def _cut_on_server(self, answer: AnswerCut, *, cancel: bool) -> None:
         if not self.dialect.interruptible:
             return  # no cancel or truncate on that path: flushing the speaker is all there is
-        if self.responding and (by_key or not self.strategy.server_vad):  # server VAD cancels on speech by itself
+        if answer.responding and cancel:
             await self.send({"type": "response.cancel"})
-        if had_audio:  # an answer with no audio yet has nothing to truncate
-            await self.send({"type": "conversation.item.truncate", "item_id": item,
-                             "content_index": 0, "audio_end_ms": played * 1000 // SPEECH_RATE})
+        if answer.had_audio:
+            await self.send({"type": "conversation.item.truncate", "item_id": answer.item,
+                             "content_index": 0, "audio_end_ms": answer.heard * 1000 // SPEECH_RATE})
 
     # ---- the server's side ---------------------------------------------------------------
 
@@ -303,7 +316,7 @@ class TalkClient(TalkLoop):
                         self._confirmed.set()
                 case "speech_started":
                     self.begin_turn()
-                    await self.interrupt()
+                    await self.barge_in(BargeIn.SERVER)  # server VAD cancels the answer by itself
                 case "speech_stopped":
                     self.user_speaking = False
                     self._commit_at = heard_at = time.monotonic()

@@ -3,12 +3,17 @@ session, the state the view draws, mute, the echo gate, the tasks of one convers
 fails ends it, raised to the caller), and how a headless talk (`--input-file`) knows it is over.
 
 A lane (`client.TalkClient`, turn-based; `duplex.client.DuplexTalkClient`, full duplex) opens its
-session, hears the microphone's frames, reads the server's events and plays the answers."""
+session, hears the microphone's frames, reads the server's events and plays the answers.
+
+Barge-in has one entry, `TalkLoop.barge_in`, whatever stopped the answer (Esc, the user's voice,
+the server): the lane takes the answer off the speaker and says how much of it was heard, the view
+is told, and the lane tells its server, with a cancel unless the server stopped it itself."""
 
 import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -17,14 +22,17 @@ from omnicli.errors import OmniError
 from omnicli.talk.echo_gate import EchoGate
 from omnicli.talk.latency import RecordingClock
 from omnicli.talk.state import TalkState
+from omnicli.turns.talk_modes import BargeIn
 
 POLL_SECONDS = 0.05
 """How often a waiting loop looks again (the speaker's progress, the end of a headless talk)."""
+Cut = TypeVar("Cut")
+"""What a lane keeps of an answer being cut: the speaker's and the server's side of it."""
 _QUIET_SECONDS = 1.5
 """Headless: the talk is over once the file is spoken, the answers played, and the server quiet this long."""
 
 
-class TalkLoop(ABC):
+class TalkLoop(ABC, Generic[Cut]):
     """One conversation between a microphone, a realtime session and a speaker; a lane fills in the session's side."""
 
     playout_s = 0.0
@@ -60,7 +68,17 @@ class TalkLoop(ABC):
     def stop_answer(self) -> None:
         """Esc: the answer stops where the listener is, and no turn begins."""
         if self.state.ready:
-            self._pressed.put_nowait(self._stop_answer)
+            self._pressed.put_nowait(lambda: self.barge_in(BargeIn.KEY))
+
+    async def barge_in(self, cause: BargeIn) -> None:
+        """Stop the answer where the listener is: off the speaker, the view told how much of it was
+        heard, the server told (a cancel unless `cause` is the server's own). Nothing to stop: nothing."""
+        answer = self._answer_to_cut()
+        if answer is None:
+            return
+        heard = await self._cut_from_speaker(answer)
+        self.state.cut_off(heard)
+        await self._cut_on_server(answer, cancel=cause != BargeIn.SERVER)
 
     async def _keys(self) -> None:
         """Carry out what the keys asked for, one after another."""
@@ -134,8 +152,16 @@ class TalkLoop(ABC):
         """Close the session and stop reading its events."""
 
     @abstractmethod
-    async def _stop_answer(self) -> None:
-        """Stop the answer on the speaker and on the server, without a turn of the user's."""
+    def _answer_to_cut(self) -> Cut | None:
+        """What a barge-in would stop now, as the lane keeps it; None when nothing is playing or on its way."""
+
+    @abstractmethod
+    async def _cut_from_speaker(self, answer: Cut) -> int:
+        """Drop what is not yet heard of `answer` from the speaker; the samples (24 kHz) of it heard."""
+
+    @abstractmethod
+    async def _cut_on_server(self, answer: Cut, *, cancel: bool) -> None:
+        """Tell the server the answer was cut where it was heard, and to stop making it if `cancel`."""
 
     @abstractmethod
     def _answering(self) -> bool:

@@ -1,10 +1,11 @@
 """How `omni talk` decides that the user's turn is over: three small strategies behind one
 `hear(frame)`. Each hands audio to the client, tells it when a turn begins, and at the end of a
 turn asks for the answer; when the user starts speaking over an answer each calls the client's
-one `interrupt()`."""
+one `barge_in(BargeIn.SPEECH)`."""
 
 import asyncio
 from collections import deque
+from enum import StrEnum
 from typing import Protocol
 
 import numpy as np
@@ -16,6 +17,17 @@ PREROLL_MS = 300
 """Client VAD: audio kept from before speech was detected, so the first syllable is not cut."""
 MIN_SPEECH_MS = 96
 """Push-to-talk: a turn with less speech than this (Silero's judgement) is not sent."""
+
+
+class BargeIn(StrEnum):
+    """What stopped an answer early: the server is told to cancel it unless it stopped it itself."""
+
+    KEY = "key"
+    """Esc, or a push-to-talk turn begun over the answer."""
+    SPEECH = "speech"
+    """The user's voice over the answer, heard in this process."""
+    SERVER = "server"
+    """The server stopped it (its VAD heard the user, or its overlap policy barged in)."""
 
 
 class TalkHooks(Protocol):
@@ -31,8 +43,8 @@ class TalkHooks(Protocol):
         """The user's turn is over: commit it and ask for the answer."""
         ...
 
-    async def interrupt(self) -> None:
-        """The user speaks over the answer: stop it."""
+    async def barge_in(self, cause: BargeIn) -> None:
+        """Stop the answer where the listener is (the user speaks over it, or pressed a key)."""
         ...
 
     async def send(self, event: dict) -> None:
@@ -106,7 +118,7 @@ class PushToTalk:
     async def toggle(self, pressed_at: float) -> None:
         """Space pressed: start a turn, or end it and send it if it held speech."""
         if not self.on:
-            await self.client.interrupt()
+            await self.client.barge_in(BargeIn.KEY)
             await self.client.send({"type": "input_audio_buffer.clear"})
             self.on = True
             self._speech = SpeechCheck()
@@ -148,7 +160,7 @@ class ClientVAD:
         for turn in await asyncio.to_thread(self._detector.feed, frame):
             if turn.kind == "started":
                 self.client.begin_turn()
-                await self.client.interrupt()
+                await self.client.barge_in(BargeIn.SPEECH)
                 for earlier in self._preroll:
                     await self.client.append(earlier)
                 self._preroll.clear()

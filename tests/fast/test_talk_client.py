@@ -148,6 +148,23 @@ def test_barge_in_cancels_and_truncates_at_what_was_played():
     assert done["response"]["status"] == "cancelled" and t.speaker.flushed >= 1
 
 
+def test_a_barge_in_the_servers_vad_heard_truncates_at_what_was_played_and_leaves_the_cancel_to_the_server():
+    hold = Hold()
+    engine = ScriptedEngine(chat=lambda req: [*answer("A long story.", audio_seconds=1.0)[:2], hold, *answer("x")[1:]])
+
+    async def go():
+        async with Talk(engine, "server", speaker=Device()) as t:
+            await play_an_answer_and_speak_over_it(t, hold, 1.0)
+            truncated = await t.log.until("in", "conversation.item.truncated")
+            done = await t.log.until("in", "response.done")
+            return t, truncated, done
+
+    t, truncated, done = run(go())
+    assert "response.cancel" not in t.log.kinds("out")  # server VAD cancelled it on the speech it heard
+    assert t.log.of("out", "conversation.item.truncate")[0]["audio_end_ms"] == truncated["audio_end_ms"] == 250
+    assert done["response"]["status"] == "cancelled" and t.speaker.flushed >= 1
+
+
 def test_the_echo_gate_keeps_quiet_speech_out_while_the_answer_plays():
     async def quiet_speech_during_playback(echo_gate: bool) -> list[str]:
         hold = Hold()

@@ -22,7 +22,7 @@ import base64
 import logging
 import time
 from collections.abc import Coroutine
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,20 +32,20 @@ from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.protocol import duplex
 from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, ServerEvent, error_code_and_message
-from omnicli.session.duplex.overlap import SHORT_ACK_MS
 from omnicli.talk.duplex.acks import SpeakerAcks
 from omnicli.talk.duplex.appends import Appends
 from omnicli.talk.duplex.commits import UnconfirmedCommits
 from omnicli.talk.duplex.link import DuplexLink, SessionRefused
 from omnicli.talk.duplex.options import DuplexOptions
 from omnicli.talk.duplex.presets import InputEncoder, session_config
-from omnicli.talk.duplex.remarks import RemarkOverAnswer
+from omnicli.talk.duplex.remarks import RemarkOverAnswer, backchannel_ms
 from omnicli.talk.duplex.tools import ToolCalls
 from omnicli.talk.echo_gate import next_heard_frame
 from omnicli.talk.loop import POLL_SECONDS, TalkLoop
 from omnicli.talk.playing import Playing
 from omnicli.talk.state import TalkState
 from omnicli.turns.modes import TurnMode
+from omnicli.turns.talk_modes import BargeIn
 
 if TYPE_CHECKING:
     from omnicli.turns.vad import TurnDetector
@@ -62,7 +62,16 @@ def _response_id(event: dict) -> str | None:
     return found if isinstance(found, str) else None
 
 
-class DuplexTalkClient(TalkLoop):
+@dataclass(frozen=True)
+class ResponsesCut:
+    """What a barge-in stops: the answers on the speaker, and the one the server is making."""
+
+    on_speaker: bool
+    making: str | None
+    """The response the server is still making (cancelled unless the server stopped it)."""
+
+
+class DuplexTalkClient(TalkLoop[ResponsesCut]):
     """The full-duplex talk: the microphone streams to the session all along, answers play as they come."""
 
     def __init__(self, link: DuplexLink, source, speaker, options: DuplexOptions, view, log=None) -> None:
@@ -209,18 +218,13 @@ class DuplexTalkClient(TalkLoop):
         assert self._detector is not None
         self.remark.begin(self._detector.heard_ms - self._detector.min_speech_ms)
 
-    def _backchannel_ms(self) -> int:
-        """The longest remark over an answer that is not the user taking the turn."""
-        ms = self.link.session.get("overlap_short_ack_ms")
-        return ms if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0 else SHORT_ACK_MS
-
     async def _weigh_overlap(self) -> None:
         """Speech over an answer the server will not cut: a barge-in once it lasts longer than a
         backchannel; the next turn if the answer ended first."""
         assert self._detector is not None and self.remark.began_ms is not None
         if not self._answer_in_progress():
             self.remark.end()
-        elif self._detector.heard_ms - self._detector.trailing_silence_ms - self.remark.began_ms >= self._backchannel_ms():
+        elif self._detector.heard_ms - self._detector.trailing_silence_ms - self.remark.began_ms >= backchannel_ms(self.link.session):
             self.state.overlap_decision(OverlapAction.BARGE_IN.value)
             await self._force_barge_in(self.remark.end())
 
@@ -256,36 +260,35 @@ class DuplexTalkClient(TalkLoop):
         await self.appends.flush()
         await self.send({"type": ClientEvent.INPUT_CLEAR.value})
 
-    async def _stop_answer(self) -> None:
-        """Stop the answer here, and cancel it there unless the server has finished it (only its
-        playing was left)."""
-        target = self.active if self.active is not None and self.active not in self.cut else None
-        if self.playing is not None and self.playing.response_id not in self.cut:
-            await self._cut_off()
-        elif target is not None:
-            self.state.cut_off(0)
-        if target is not None:
-            self.cut.add(target)
-            await self.send({"type": ClientEvent.RESPONSE_CANCEL.value, "response_id": target})
-
     async def _force_barge_in(self, speech: list[np.ndarray]) -> None:
-        """No barge-in on the server: stop the answer (`_stop_answer`), and send the user's
-        `speech` again from its onset (the clear dropped it with the rest of the buffer)."""
-        await self._stop_answer()
+        """No barge-in on the server: stop the answer, and send the user's `speech` again from its
+        onset (the clear dropped it with the rest of the buffer)."""
+        await self.barge_in(BargeIn.SPEECH)
         self.forced += 1
         self.appends.drop_unsent()  # `speech` holds them
         await self.send({"type": ClientEvent.INPUT_CLEAR.value})
         await self.appends.send_now(np.concatenate(speech))
 
-    async def _cut_off(self) -> None:
-        """The user talked over the answer: what was not heard is dropped from the speaker, and
-        the server told how much of each answer on it was heard (`truncate` where it can shorten
-        the stored answer)."""
+    def _answer_to_cut(self) -> ResponsesCut | None:
+        making = self.active if self.active is not None and self.active not in self.cut else None
+        on_speaker = self.playing is not None and self.playing.response_id not in self.cut
+        return ResponsesCut(on_speaker, making) if on_speaker or making is not None else None
+
+    async def _cut_from_speaker(self, answer: ResponsesCut) -> int:
+        """What was not heard is dropped from the speaker, and the server told how much of each
+        answer on it was heard (`truncate` where it can shorten the stored answer)."""
+        if not answer.on_speaker:
+            return 0
         self.cut.update(playing.response_id for playing in self.acks.on_speaker)
         cut = await self.acks.cut()
-        if cut:
-            self.interruptions += 1
-            self.state.cut_off(cut[-1][1])
+        self.interruptions += 1
+        return cut[-1][1]
+
+    async def _cut_on_server(self, answer: ResponsesCut, *, cancel: bool) -> None:
+        if answer.making is not None:
+            self.cut.add(answer.making)
+            if cancel:
+                await self.send({"type": ClientEvent.RESPONSE_CANCEL.value, "response_id": answer.making})
 
     # ---- playback ---------------------------------------------------------------------------
 
@@ -343,9 +346,9 @@ class DuplexTalkClient(TalkLoop):
                 log.debug("duplex: overlap %s (%s, %s ms)", action, event.get("reason"), event.get("overlap_ms"))
                 self.state.overlap_decision(action)
                 if action == OverlapAction.BARGE_IN:
-                    await self._server_barge_in()
+                    await self.barge_in(BargeIn.SERVER)
             case ServerEvent.OUTPUT_AUDIO_CLEARED:
-                await self._server_barge_in()
+                await self.barge_in(BargeIn.SERVER)
             case ServerEvent.AUDIO_DELTA | duplex.BETA_AUDIO_DELTA:
                 self._play(event, rid)
             case ServerEvent.AUDIO_TRANSCRIPT_DELTA | ServerEvent.TEXT_DELTA | duplex.BETA_AUDIO_TRANSCRIPT_DELTA:
@@ -373,21 +376,13 @@ class DuplexTalkClient(TalkLoop):
                 self.errors.append(text)
                 self.view.problem(text)
 
-    async def _server_barge_in(self) -> None:
-        """The server cancelled the answer over the user's speech: stop playing it now."""
-        if self.playing is not None and self.playing.response_id not in self.cut:
-            await self._cut_off()
-        if self.active is not None and self.active not in self.cut:
-            self.cut.add(self.active)
-            self.state.cut_off(0)
-
     async def _response_done(self, rid: str | None, status: str | None) -> None:
         if rid == self.active:
             self.active = None
         playing = self.acks.of(rid)
         if status == "cancelled" and rid is not None and rid not in self.cut:
             if playing is not None:
-                await self._cut_off()  # a barge-in the server decided
+                await self.barge_in(BargeIn.SERVER)
             else:
                 self.state.answer_done(status, self.speaker.buffered_seconds)
             self.cut.add(rid)

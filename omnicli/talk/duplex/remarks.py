@@ -5,11 +5,19 @@ from collections import deque
 
 import numpy as np
 
+from omnicli.session.duplex.overlap import SHORT_ACK_MS
 from omnicli.talk.sources import FRAME_MS
 
 PREROLL_MS = 300
 """Client-forced barge-in clears the input buffer; this much audio from before the speech was
 detected is sent again after the clear, so the user's first syllable is not lost."""
+
+
+def backchannel_ms(session: dict) -> int:
+    """The longest remark over an answer that is not the user taking the turn: the session's
+    `overlap_short_ack_ms`, or the server's default."""
+    ms = session.get("overlap_short_ack_ms")
+    return ms if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0 else SHORT_ACK_MS
 
 
 class RemarkOverAnswer:
