@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 from local_serve import omni_serve
+from stage_trace import StageTrace  # benchmarks/stage_trace.py
 from talk import QUESTIONS  # benchmarks/talk.py: the same ten spoken questions
 from talk_llm_server import start_llama_server
 from turns import voice  # benchmarks/turns.py: the embedded voice without sampling noise
@@ -82,60 +83,6 @@ def recording(engine):
 
     engine.chat = timed
     return marks
-
-
-class StageTrace:
-    """When each stage of a turn ran, in absolute monotonic time: the engine's calls (the early
-    transcript, reading the prompt and writing the first words ahead, the first piece spoken ahead)
-    and the turn end's judges (Smart Turn, the words check), wrapped where they are looked up."""
-
-    def __init__(self, engine) -> None:
-        from omnicli.turns import smart_turn, text_turn
-
-        self.spans: list[tuple[str, float, float]] = []
-        for owner, attr, name in [(engine, "transcribe", "transcript (ASR)"), (engine, "prepare", "answer begun ahead"),
-                                  (engine.stages.thinker, "prefill", "  thinker: prompt and first piece"),
-                                  (engine.stages.talker, "say_ahead", "  talker: first piece spoken")]:
-            if getattr(owner, attr, None) is not None:
-                setattr(owner, attr, self._timed_async(getattr(owner, attr), name))
-        smart_turn.completion_probability = self._timed(smart_turn.completion_probability, "Smart Turn")
-        text_turn.reads_finished = self._timed(text_turn.reads_finished, "the words check")
-
-    def _timed_async(self, call, name: str):
-        async def timed(*args, **kwargs):
-            start = time.monotonic()
-            try:
-                return await call(*args, **kwargs)
-            finally:
-                self.spans.append((name, start, time.monotonic()))
-        return timed
-
-    def _timed(self, call, name: str):
-        def timed(*args, **kwargs):
-            start = time.monotonic()
-            try:
-                return call(*args, **kwargs)
-            finally:
-                self.spans.append((name, start, time.monotonic()))
-        return timed
-
-    def report(self, timings) -> None:
-        """Per stage, its last run before each turn's end (from 0.4 s before the voice went quiet),
-        start -> end in ms after the voice went quiet, p50 over the turns."""
-        rows: dict[str, list[tuple[float, float]]] = {}
-        for timing in timings:
-            last: dict[str, tuple[float, float]] = {}
-            for name, start, end in self.spans:
-                if timing.started_at - 0.4 <= start <= timing.asked_at:
-                    last[name] = (start - timing.started_at, end - timing.started_at)
-            for name, span in last.items():
-                rows.setdefault(name, []).append(span)
-        print("  when each stage ran, ms after the voice went quiet (p50 of its start -> of its end; turns):")
-        for name, spans in rows.items():
-            starts, ends = [a for a, _ in spans], [b for _, b in spans]
-            print(f"    {name:<40}{percentile(starts, .5) * 1000:>6.0f} -> {percentile(ends, .5) * 1000:.0f}   ({len(spans)})")
-        asked = [t.asked_at - t.started_at for t in timings]
-        print(f"    {'turn end (commit)':<40}{percentile(asked, .5) * 1000:>6.0f}")
 
 
 class Timeline:
@@ -231,7 +178,7 @@ def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None =
         print("  per turn, end of speech -> turn end / first sample, ms:",
               ", ".join(f"{(t.asked_at - t.started_at) * 1000:.0f}/{(t.waited or 0) * 1000:.0f}" for t in client.state.timings))
     if stages is not None:
-        stages.report(client.state.timings)
+        stages.report([(t.started_at, t.first_played_at or t.asked_at + 5) for t in client.state.timings if not t.by_key])
     print(lag_line("event loop (session + client)", lag.lags))
 
 

@@ -1,11 +1,12 @@
 """`omni serve` on 127.0.0.1 for the benchmarks that measure it: started on a free port, waited
-for until healthy, stopped at the end."""
+for until healthy, stopped at the end; or its app on an engine of the benchmark's own, in process."""
 
 import contextlib
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -45,3 +46,24 @@ def omni_serve(llm: str | None = None) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(30)
+
+
+@contextlib.contextmanager
+def serve_here(engine) -> Iterator[str]:
+    """`omni serve`'s app on `engine`, in this process (uvicorn on a thread, 127.0.0.1); its URL."""
+    import uvicorn
+
+    from omnicli.server.app import create_app
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        server = uvicorn.Server(uvicorn.Config(create_app(engine), log_level="warning"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.1)
+        try:
+            yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        finally:
+            server.should_exit = True
+            thread.join(30)

@@ -4,11 +4,16 @@ its default 500 ms of silence, or semantic_vad), timed from the last loud sample
 audio delta received, and each answer checked for the word it must hold. Per thinker and turn
 mode: p50 / p90 and answers right, beside the floor (the transcript, the thinker's first speakable
 piece and the talker's first chunk, each called alone in this process, summed) and the ratio.
+With --trace the server runs in this process (uvicorn on a thread), so each turn's timeline can be
+measured where the engine runs: when the early transcript, the prompt read, the first token, the
+first speakable piece and the first piece spoken ran after the voice went quiet, beside each
+stage's own time called alone.
 
     python benchmarks/realtime_client.py                                 # the default thinker, both modes
     python benchmarks/realtime_client.py --llm qwen-1.5b smollm2         # several thinkers
     python benchmarks/realtime_client.py --modes server_vad --questions 10
     python benchmarks/realtime_client.py --no-floor                      # skip the stages called alone
+    python benchmarks/realtime_client.py --modes server_vad --trace      # each stage's timeline too
 """
 
 import argparse
@@ -18,9 +23,10 @@ import json
 import re
 import statistics
 import time
+from dataclasses import dataclass
 
 import numpy as np
-from local_serve import omni_serve  # benchmarks/local_serve.py
+from local_serve import omni_serve, serve_here  # benchmarks/local_serve.py
 from turns import voice  # benchmarks/turns.py: the embedded voice without sampling noise
 
 from omnicli.bench.scoring import percentile
@@ -53,9 +59,22 @@ def right(answer: str, words: list[str]) -> bool:
     return any(re.search(rf"\b{re.escape(word)}\b", text) for word in words)
 
 
-async def one_turn(ws, clip: np.ndarray) -> tuple[float | None, str]:
-    """Stream `clip` then silence in real time until the answer is done: seconds from the last
-    loud sample sent to the first audio delta, and the answer's text."""
+@dataclass
+class Turn:
+    """One question asked: when its last loud sample was sent and its first audio came (monotonic), and the answer."""
+
+    quiet_at: float | None
+    first_audio_at: float | None
+    text: str
+
+    @property
+    def waited(self) -> float | None:
+        """Seconds from the last loud sample sent to the first audio delta."""
+        return None if self.quiet_at is None or self.first_audio_at is None else self.first_audio_at - self.quiet_at
+
+
+async def one_turn(ws, clip: np.ndarray) -> Turn:
+    """Stream `clip` then silence in real time until the answer is done."""
     loud = np.flatnonzero(np.abs(clip) > LOUD)
     frame = int(FRAME_S * RATE)
     last_loud_frame = int(loud[-1]) // frame if len(loud) else 0
@@ -95,11 +114,10 @@ async def one_turn(ws, clip: np.ndarray) -> tuple[float | None, str]:
     done.set()
     await sender
     await asyncio.sleep(0.5)  # a breath between questions
-    waited = marks["first_audio"] - marks["last_loud"] if {"first_audio", "last_loud"} <= marks.keys() else None
-    return waited, "".join(text)
+    return Turn(marks.get("last_loud"), marks.get("first_audio"), "".join(text))
 
 
-async def ask_all(url: str, mode: str, clips: list[np.ndarray]) -> list[tuple[float | None, str]]:
+async def ask_all(url: str, mode: str, clips: list[np.ndarray]) -> list[Turn]:
     """One realtime session, turns detected by the server (`mode`), every clip asked in turn."""
     import websockets
 
@@ -114,16 +132,25 @@ async def ask_all(url: str, mode: str, clips: list[np.ndarray]) -> list[tuple[fl
         return [await one_turn(ws, clip) for clip in clips]
 
 
-def floor_seconds(llm: str, clips: list[np.ndarray]) -> float:
-    """The median of ASR + first speakable piece + first chunk, each stage called alone."""
-    from talk import direct_stages  # benchmarks/talk.py
-
+def engine_of(llm: str):
+    """The embedded engine on thinker `llm`, its models loaded."""
     from omnicli.cli.engines import EngineChoice, Engines
     from omnicli.config import Connection
 
     engine = Engines().engine(EngineChoice(Connection(None, None), llm=llm))
     asyncio.run(engine.preload())
-    return statistics.median(row["sum"] for row in direct_stages(engine, clips))
+    return engine
+
+
+def stage_floors(engine, clips: list[np.ndarray]) -> dict[str, list[float]]:
+    """Each stage called alone per clip (seconds): ASR, the thinker's first token and first
+    speakable piece, the talker's first chunk, and their sum."""
+    from talk import direct_stages  # benchmarks/talk.py
+
+    rows = direct_stages(engine, clips)
+    return {"transcript (ASR)": [r["asr"] for r in rows], "thinker: prompt read, first token": [r["first_text"] for r in rows],
+            "thinker: prompt and first piece": [r["first_sentence"] for r in rows],
+            "talker: first piece spoken ahead": [r["tts"] for r in rows], "sum": [r["sum"] for r in rows]}
 
 
 def main() -> None:
@@ -133,6 +160,7 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["server_vad", "semantic_vad"])
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--no-floor", action="store_true")
+    parser.add_argument("--trace", action="store_true", help="the server in this process: each stage's timeline")
     args = parser.parse_args()
     asked = QUESTIONS[:args.questions]
     say = voice()
@@ -140,22 +168,35 @@ def main() -> None:
     print(f"{len(asked)} spoken questions over /v1/realtime, 40 ms appends in real time; last loud sample sent -> first audio delta")
     print(f"{'thinker':<12}{'turns':<14}{'p50':>8}{'p90':>8}{'right':>8}{'floor':>8}{'p50/floor':>11}")
     for llm in args.llm:
-        floor = None if args.no_floor else floor_seconds(llm, clips)
-        with omni_serve(llm) as url:
+        engine = engine_of(llm) if args.trace or not args.no_floor else None
+        floors = {} if args.no_floor else stage_floors(engine, clips)
+        floor = statistics.median(floors["sum"]) if floors else None
+        if args.trace:
+            from stage_trace import StageTrace  # benchmarks/stage_trace.py
+
+            trace = StageTrace(engine)
+        with serve_here(engine) if args.trace else omni_serve(llm) as url:
             for mode in args.modes:
-                results = asyncio.run(ask_all(url, mode, clips))
-                waits = [w for w, _ in results if w is not None]
-                if not waits:
-                    print(f"{llm:<12}{mode:<14}no answer audio")
-                    continue
-                correct = sum(right(text, words) for (_, text), (_, words) in zip(results, asked, strict=True))
-                p50, p90 = statistics.median(waits), percentile(waits, .9) or 0.0
-                ratio = f"{p50 / floor:>10.2f}x" if floor else f"{'-':>11}"
-                print(f"{llm:<12}{mode:<14}{p50 * 1000:>6.0f}ms{p90 * 1000:>6.0f}ms{correct:>5}/{len(asked):<2}"
-                      f"{(floor or 0) * 1000:>6.0f}ms{ratio}", flush=True)
-                for (wait, text), (question, words) in zip(results, asked, strict=True):
-                    if wait is None or not right(text, words):
-                        print(f"    {question!r}: {'no audio' if wait is None else 'wrong'}: {text.strip()[:80]!r}")
+                turns = asyncio.run(ask_all(url, mode, clips))
+                report(llm, mode, turns, asked, floor)
+                if args.trace:
+                    trace.report([(t.quiet_at, t.first_audio_at) for t in turns if t.waited is not None], floors)
+
+
+def report(llm: str, mode: str, turns: list[Turn], asked: list[tuple[str, list[str]]], floor: float | None) -> None:
+    """One row: p50 / p90, answers right, the floor and the ratio; then each turn without a right answer."""
+    waits = [t.waited for t in turns if t.waited is not None]
+    if not waits:
+        print(f"{llm:<12}{mode:<14}no answer audio")
+        return
+    correct = sum(right(t.text, words) for t, (_, words) in zip(turns, asked, strict=True))
+    p50, p90 = statistics.median(waits), percentile(waits, .9) or 0.0
+    ratio = f"{p50 / floor:>10.2f}x" if floor else f"{'-':>11}"
+    print(f"{llm:<12}{mode:<14}{p50 * 1000:>6.0f}ms{p90 * 1000:>6.0f}ms{correct:>5}/{len(asked):<2}"
+          f"{(floor or 0) * 1000:>6.0f}ms{ratio}", flush=True)
+    for turn, (question, words) in zip(turns, asked, strict=True):
+        if turn.waited is None or not right(turn.text, words):
+            print(f"    {question!r}: {'no audio' if turn.waited is None else 'wrong'}: {turn.text.strip()[:80]!r}")
 
 
 if __name__ == "__main__":

@@ -31,13 +31,15 @@ QUESTIONS = [
 
 
 def direct_stages(engine, clips) -> dict:
-    """ASR, thinker first token and the first spoken chunk, each called directly, summed."""
+    """ASR, thinker first token and the first spoken chunk (the engine's own voice), each called
+    directly, summed."""
     from omnicli.audio.pcm import resample
-    from omnicli.engine import piper_voice
+    from omnicli.engine import voice_models
     from omnicli.engine.sentences import SentenceChunker
     from omnicli.session.settings import DEFAULT_INSTRUCTIONS
 
-    voice = piper_voice.load_piper(piper_voice.joe_path())
+    model = voice_models.resolve_voice(engine.stages.talker.default_voice)
+    voice = voice_models.load(model)
     rows = []
     for clip in clips:
         start = time.perf_counter()
@@ -55,7 +57,7 @@ def direct_stages(engine, clips) -> dict:
         sentence = sentence or (chunker.flush() or ["Okay."])[0]
         think = time.perf_counter() - start
         start = time.perf_counter()
-        piper_voice.synthesize_piper(voice, sentence, 1.0)
+        voice_models.synthesize(model, voice, sentence, 1.0)
         talk = time.perf_counter() - start
         rows.append({"asr": asr, "first_text": first_text, "first_sentence": think, "tts": talk, "sum": asr + think + talk})
     return rows

@@ -140,3 +140,14 @@ class SentenceChunker:
         """At the end of the stream: the text still held, as speakable pieces."""
         rest, self._buffer = self._buffer, ""
         return split_sentences(rest)
+
+
+def first_piece(tokens: list[str], *, whole: bool) -> str | None:
+    """The first speakable piece an answer streamed as `tokens` will say, as `SentenceChunker`
+    cuts it when they come at once; None while it may still grow. `whole`: the answer ends there."""
+    chunker = SentenceChunker(clock=lambda: 0.0)
+    for token in tokens:
+        if ready := chunker.feed(token):
+            return ready[0]
+    rest = chunker.flush() if whole else []
+    return rest[0] if rest else None

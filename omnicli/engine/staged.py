@@ -13,7 +13,7 @@ import numpy as np
 from omnicli.audio.chunk import AudioChunk
 from omnicli.engine.base import ChatDelta, ChatRequest, Engine, SpeechRequest, Transcript, Voice
 from omnicli.engine.cascade import run_cascade, text_messages
-from omnicli.engine.sentences import SentenceChunker, split_sentences
+from omnicli.engine.sentences import first_piece, split_sentences
 from omnicli.engine.stages import Stages
 from omnicli.errors import UnsupportedError
 
@@ -55,12 +55,10 @@ class StagedEngine(Engine):
             return
         written = await prefill(prompt, temperature=req.temperature, max_tokens=req.max_tokens if begin_answer else None)
         say_ahead = getattr(self.stages.talker, "say_ahead", None)
-        if written and req.wants_audio and say_ahead is not None:
-            chunker = SentenceChunker(clock=lambda: 0.0)  # the pieces come at once when the answer takes them over
-            for piece in written:
-                if ready := chunker.feed(piece):
-                    await say_ahead(ready[0], voice=req.voice, speed=req.speed)
-                    break
+        if written.pieces and req.wants_audio and say_ahead is not None:
+            first = first_piece(written.pieces, whole=written.whole)
+            if first is not None:
+                await say_ahead(first, voice=req.voice, speed=req.speed)
 
     async def transcribe(
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,

@@ -63,6 +63,15 @@ class _Ahead:
     ended: bool = False
 
 
+@dataclass(frozen=True)
+class WrittenAhead:
+    """What `prefill` wrote of an answer: its first words, token by token, and whether they are all of it."""
+
+    pieces: list[str] = field(default_factory=list)
+    whole: bool = False
+    """The answer ended within them (a short answer): its last piece is as final as any."""
+
+
 def _key(messages: list[dict], max_tokens: int, temperature: float) -> str:
     return json.dumps([messages, max_tokens, temperature], sort_keys=True)
 
@@ -150,7 +159,7 @@ class LlamaThinker:
         if failed:
             raise _translated(failed[0])
 
-    async def prefill(self, messages: list[dict], *, temperature: float, max_tokens: int | None = None) -> list[str]:
+    async def prefill(self, messages: list[dict], *, temperature: float, max_tokens: int | None = None) -> WrittenAhead:
         """Read `messages` into the model's cache now (a turn heard before it ended), so an answer
         to them reads nothing new instead of the whole new turn: llama.cpp reuses the longest cached
         prefix. With `max_tokens` (the answer's own), write the answer's first words too, for the
@@ -158,7 +167,7 @@ class LlamaThinker:
         Skipped while the model is busy: another answer is not delayed for a guess. Cancelled (the
         user went on speaking), the writing stops at the next token and nothing is kept."""
         if self._queue.busy:
-            return []
+            return WrittenAhead()
         stop = threading.Event()
         async with self._queue.turn():
             job = asyncio.get_running_loop().run_in_executor(None, self._prefill, messages, temperature, max_tokens, stop)
@@ -170,17 +179,17 @@ class LlamaThinker:
                 raise
 
     def _prefill(self, messages: list[dict], temperature: float, max_tokens: int | None,
-                 stop: threading.Event) -> list[str]:
+                 stop: threading.Event) -> WrittenAhead:
         llm = self.load()
         if max_tokens is None:
             self._drop_ahead()
             self._use_threads(llm, THREADS.thinker_prompt, None)
             LLAMA.run(lambda: [*llm.create_chat_completion(messages=messages, stream=True, max_tokens=1,
                                                            temperature=temperature, repeat_penalty=1.15)])
-            return []
+            return WrittenAhead()
         key = _key(messages, max_tokens, temperature)
         if self._ahead is not None and self._ahead.key == key:
-            return list(self._ahead.pieces)  # written ahead already
+            return WrittenAhead(list(self._ahead.pieces), self._ahead.ended)  # written ahead already
         self._drop_ahead()
         self._use_threads(llm, THREADS.thinker_prompt, None)
         ahead = self._ahead = _Ahead(key, self._completion(llm, messages, max_tokens, temperature))
@@ -197,8 +206,8 @@ class LlamaThinker:
             raise
         if stop.is_set():
             self._drop_ahead()
-            return []
-        return list(ahead.pieces)
+            return WrittenAhead()
+        return WrittenAhead(list(ahead.pieces), ahead.ended)
 
     def _drop_ahead(self) -> None:
         """End an answer written ahead that nobody took (the model is about to do something else)."""

@@ -263,3 +263,39 @@ def test_speech_is_spoken_in_bounded_pieces_and_refuses_what_it_cannot_do():
 def test_the_staged_engine_reports_what_each_stage_loaded():
     staged, *_ = engine([])
     assert staged.loaded() == {"asr": "ears", "thinker": "mind"}
+
+
+class WritingAhead(Mind):
+    """A thinker that writes an answer's first tokens ahead (`prefill`), as the llama.cpp one does."""
+
+    def __init__(self, tokens: list[str], whole: bool) -> None:
+        super().__init__(tokens)
+        self.whole = whole
+
+    async def prefill(self, messages, *, temperature, max_tokens=None):
+        from omnicli.engine.thinker import WrittenAhead
+
+        return WrittenAhead(list(self.tokens), self.whole) if max_tokens else WrittenAhead()
+
+
+class SayingAhead(Mouth):
+    """A voice that records the pieces spoken ahead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ahead: list[str] = []
+
+    async def say_ahead(self, text, *, voice, speed) -> None:
+        self.ahead.append(text)
+
+
+@pytest.mark.parametrize("whole, spoken", [(True, ["Bees make honey."]), (False, [])])
+def test_an_answer_begun_ahead_has_its_first_piece_spoken_ahead_once_that_piece_is_final(whole, spoken):
+    """A short answer written whole in the pause is spoken ahead too, ready at the commit; its
+    words cut off where more may follow ("honey." then " and wax") are not."""
+    mouth = SayingAhead()
+    staged = StagedEngine(Stages(asr=Ears(), thinker=WritingAhead(["Bees", " make", " honey", "."], whole), talker=mouth))
+    asyncio.run(staged.prepare(ask("What do bees make?", modalities=("text", "audio")), begin_answer=True))
+    assert mouth.ahead == spoken
+    asyncio.run(staged.prepare(ask("What do bees make?", modalities=("text", "audio"))))  # only reading the prompt: nothing spoken
+    assert mouth.ahead == spoken

@@ -266,6 +266,18 @@ async def _append_all(s: Session, audio: np.ndarray) -> None:
         await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 960])})
 
 
+async def _decided(s: Session) -> None:
+    """Until the pause's turn end is decided (Smart Turn, then the words: ~0.1 s alone, longer on a
+    busy machine), however long that takes."""
+    await asyncio.sleep(0.3)
+    turn_end = s.transport.session.input.turn_end
+    for _ in range(1000):
+        if not turn_end.deciding:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the turn end was not decided in 10 s")
+
+
 def _at_the_pause(audio: np.ndarray) -> int:
     """Where FOLLOW_UP begins in `paused(QUESTION, FOLLOW_UP, pause_s=0.4)`."""
     return int(1.4 * SPEECH_RATE) + len(say(QUESTION))
@@ -282,7 +294,7 @@ def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that
             mark = len(s.seen)
             audio = paused(QUESTION, FOLLOW_UP, pause_s=0.4)
             await _append_all(s, audio[:_at_the_pause(audio)])
-            await asyncio.sleep(1.0)  # reading the words takes ~0.1 s
+            await _decided(s)
             await _append_all(s, audio[_at_the_pause(audio):])
             await asyncio.sleep(1.0)
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all events carried out

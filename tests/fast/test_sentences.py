@@ -1,6 +1,6 @@
 """Splitting text into speakable pieces: whole sentences, bounded run-ons, prompt first pieces."""
 
-from omnicli.engine.sentences import RUNWAY_S, SentenceChunker, split_sentences
+from omnicli.engine.sentences import RUNWAY_S, SentenceChunker, first_piece, split_sentences
 
 
 def test_sentences_and_lines_break():
@@ -95,3 +95,14 @@ def test_a_later_piece_is_cut_early_when_the_audio_still_to_play_runs_short():
     assert relaxed.flush() == ["the sky is typically blue."]
     assert [hurried.feed(w, runway=RUNWAY_S - 0.1) for w in words] == [[], [], ["the sky is"], [], []]
     assert hurried.flush() == ["typically blue."]
+
+
+def test_the_first_piece_of_an_answer_written_ahead_is_the_one_its_stream_will_say():
+    short = ["There", " are", " seven", " days", " in", " a", " week", "."]
+    assert first_piece(short, whole=True) == "There are seven days in a week."
+    assert first_piece(short, whole=False) is None  # more may follow "week.": not final yet
+    longer = ["Yes", ".", " It", " is", "."]
+    assert first_piece(longer, whole=False) == first_piece(longer, whole=True) == "Yes."
+    chunker = SentenceChunker(clock=lambda: 0.0)
+    streamed = [piece for token in short for piece in chunker.feed(token)] + chunker.flush()
+    assert streamed[0] == first_piece(short, whole=True)

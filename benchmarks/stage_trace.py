@@ -1,0 +1,86 @@
+"""When each stage of a spoken turn ran, measured in the process that runs the engine: the early
+transcript, the answer begun ahead (the thinker reading the prompt, its first token and its first
+speakable piece, the talker speaking that piece ahead), the answer's own first piece spoken, and the
+turn end's judges (Smart Turn, the words check). Each stage is wrapped where it is looked up;
+`report` prints, per stage, the p50 of its last run before each turn's end, in ms after the voice
+went quiet, beside that stage's own time called alone (`floors`) where the benchmark measured it."""
+
+import time
+
+from omnicli.bench.scoring import percentile
+
+PROMPT = "  thinker: prompt read, first token"
+
+
+class StageTrace:
+    """Spans (name, start, end) in monotonic time, of the engine's calls and the turn end's judges."""
+
+    def __init__(self, engine) -> None:
+        import llama_cpp
+
+        from omnicli.turns import smart_turn, text_turn
+
+        self.spans: list[tuple[str, float, float]] = []
+        for owner, attr, name in [(engine, "transcribe", "transcript (ASR)"), (engine, "prepare", "answer begun ahead"),
+                                  (engine.stages.thinker, "prefill", "  thinker: prompt and first piece"),
+                                  (engine.stages.talker, "say_ahead", "  talker: first piece spoken ahead"),
+                                  (engine.stages.talker, "say", "talker: a piece of the answer")]:
+            if getattr(owner, attr, None) is not None:
+                setattr(owner, attr, self._timed_async(getattr(owner, attr), name))
+        smart_turn.completion_probability = self._timed(smart_turn.completion_probability, "Smart Turn")
+        text_turn.reads_finished = self._timed(text_turn.reads_finished, "the words check")
+        self.read: list[int] = []
+        """Tokens of each prompt read (what the model's cache did not hold already)."""
+        evaluate = llama_cpp.Llama.eval
+
+        def traced_eval(llm, tokens):  # a prompt is read in one call (its end: the first token), then a token a call
+            start = time.monotonic()
+            try:
+                return evaluate(llm, tokens)
+            finally:
+                if len(tokens) > 1:
+                    self.read.append(len(tokens))
+                    self.spans.append((PROMPT, start, time.monotonic()))
+
+        llama_cpp.Llama.eval = traced_eval
+
+    def _timed_async(self, call, name: str):
+        async def timed(*args, **kwargs):
+            start = time.monotonic()
+            try:
+                return await call(*args, **kwargs)
+            finally:
+                self.spans.append((name, start, time.monotonic()))
+        return timed
+
+    def _timed(self, call, name: str):
+        def timed(*args, **kwargs):
+            start = time.monotonic()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.spans.append((name, start, time.monotonic()))
+        return timed
+
+    def report(self, turns: list[tuple[float, float]], floors: dict[str, list[float]] | None = None) -> None:
+        """Per stage, its first run from 0.4 s before each turn's quiet to its first audio, start ->
+        end in ms after the voice went quiet, p50 over the turns. `turns`: (when the voice went
+        quiet, when the turn's first audio came), monotonic; `floors`: seconds per stage name."""
+        rows: dict[str, list[tuple[float, float]]] = {}
+        for quiet, until in turns:
+            first: dict[str, tuple[float, float]] = {}
+            for name, start, end in sorted(self.spans, key=lambda span: span[1]):
+                if quiet - 0.4 <= start <= until and name not in first:
+                    first[name] = (start - quiet, end - quiet)
+            for name, span in first.items():
+                rows.setdefault(name, []).append(span)
+        print("  when each stage ran, ms after the voice went quiet (p50 of its start -> of its end; turns),"
+              " and the stage called alone (p50 ms):")
+        for name, spans in rows.items():
+            starts, ends = [a for a, _ in spans], [b for _, b in spans]
+            alone = (floors or {}).get(name.strip())
+            beside = f"   alone {percentile(alone, .5) * 1000:.0f}" if alone else ""
+            print(f"    {name:<40}{percentile(starts, .5) * 1000:>6.0f} -> {percentile(ends, .5) * 1000:>5.0f}"
+                  f"   ({len(spans)}){beside}")
+        if self.read:
+            print(f"    prompt tokens read per prompt: p50 {percentile(self.read, .5):.0f}, max {max(self.read)}")
