@@ -2,8 +2,9 @@
 transcript, the answer begun ahead (the thinker reading the prompt, its first token and its first
 speakable piece, the talker speaking that piece ahead), the answer's own first piece spoken, and the
 turn end's judges (Smart Turn, the words check). Each stage is wrapped where it is looked up;
-`report` prints, per stage, the p50 of its last run before each turn's end, in ms after the voice
-went quiet, beside that stage's own time called alone (`floors`) where the benchmark measured it."""
+`report` prints, per stage, the p50 of its first run after each turn's quiet (from 0.4 s before it)
+up to the turn's first audio, in ms after the voice went quiet, beside that stage's own time called
+alone (`floors`) where the benchmark measured it."""
 
 import time
 
