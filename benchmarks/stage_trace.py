@@ -19,7 +19,8 @@ class StageTrace:
     def __init__(self, engine) -> None:
         import llama_cpp
 
-        from omnicli.turns import smart_turn, text_turn
+        from omnicli.turns.smart_turn import SmartTurn
+        from omnicli.turns.text_turn import WordsCheck
 
         self.spans: list[tuple[str, float, float]] = []
         for owner, attr, name in [(engine, "transcribe", "transcript (ASR)"), (engine, "prepare", "answer begun ahead"),
@@ -28,8 +29,8 @@ class StageTrace:
                                   (engine.stages.talker, "say", "talker: a piece of the answer")]:
             if getattr(owner, attr, None) is not None:
                 setattr(owner, attr, self._timed_async(getattr(owner, attr), name))
-        smart_turn.completion_probability = self._timed(smart_turn.completion_probability, "Smart Turn")
-        text_turn.reads_finished = self._timed(text_turn.reads_finished, "the words check")
+        SmartTurn.completion_probability = self._timed(SmartTurn.completion_probability, "Smart Turn")  # type: ignore[method-assign]
+        WordsCheck.reads_finished = self._timed(WordsCheck.reads_finished, "the words check")  # type: ignore[method-assign]
         self.read: list[int] = []
         """Tokens of each prompt read (what the model's cache did not hold already)."""
         evaluate = llama_cpp.Llama.eval

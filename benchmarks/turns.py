@@ -92,11 +92,11 @@ def pause_between_words(whole: np.ndarray, asr) -> tuple[np.ndarray, np.ndarray]
     return whole[:cut], whole[cut:]
 
 
-def detected(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
+def detected(audio: np.ndarray, models, **rule) -> list[tuple[object, float]]:
     """The detector's stops in `audio`, each with the wall time of the feed call that decided it."""
     from omnicli.turns.vad import TurnDetector
 
-    detector = TurnDetector(RATE, **rule)
+    detector = TurnDetector(RATE, models, **rule)
     stops = []
     for start in range(0, len(audio), FRAME):
         began = time.perf_counter()
@@ -106,7 +106,8 @@ def detected(audio: np.ndarray, **rule) -> list[tuple[object, float]]:
     return stops
 
 
-def served(audio: np.ndarray, engine, begin_answers: bool = True, heard: list[str] | None = None) -> list[tuple[object, float]]:
+def served(audio: np.ndarray, engine, models, begin_answers: bool = True,
+           heard: list[str] | None = None) -> list[tuple[object, float]]:
     """The same as `run`, but through omni serve's input buffer with semantic_vad (auto), in real
     time, as a session uses it: each early transcript is offered to the engine, which begins its
     answer (one talker); the first ask of a pause has Smart Turn asked beside Whisper if it is still
@@ -143,7 +144,7 @@ def served(audio: np.ndarray, engine, begin_answers: bool = True, heard: list[st
             if begin_answers:
                 await read_ahead(engine, Conversation(), settings, transcript, begin_answer=scheduler.one_talker())
 
-        buffer = InputBuffer(engine, lock, turns, scheduler)
+        buffer = InputBuffer(engine, lock, turns, scheduler, models)
         buffer.turn_end.on_heard(tell)
         buffer.turn_end.detect_turns({"type": "semantic_vad", "eagerness": "auto"})
         for index, start in enumerate(range(0, len(audio), FRAME)):
@@ -155,25 +156,24 @@ def served(audio: np.ndarray, engine, begin_answers: bool = True, heard: list[st
     return asyncio.run(feed())
 
 
-def stops_of(audio: np.ndarray, rule: dict, engine, heard: list[str] | None = None) -> list[tuple[object, float]]:
-    return served(audio, engine, rule.get("begin", True), heard) if rule.get("served") else detected(audio, **rule)
+def stops_of(audio: np.ndarray, rule: dict, engine, models, heard: list[str] | None = None) -> list[tuple[object, float]]:
+    return served(audio, engine, models, rule.get("begin", True), heard) if rule.get("served") else detected(audio, models, **rule)
 
 
-def cut_line(sentence: str, stop, words: str | None) -> str:
+def cut_line(sentence: str, stop, words: str | None, models) -> str:
     """A sentence cut at its pause: Smart Turn's verdict, the words the session read and how they read."""
-    from omnicli.turns.text_turn import sentence_end_probability
-
+    sentence_end_probability = models.words.sentence_end_probability
     smart = "not asked" if stop.probability is None else f"{stop.probability:.3f}"
     read = "no words read" if words is None else f"{words!r} read {sentence_end_probability(words):.3f}"
     return f"    cut {sentence!r}: Smart Turn {smart}; {read}"
 
 
-def asks(audio: np.ndarray, pause_ms: int) -> list[tuple[int, float]]:
+def asks(audio: np.ndarray, pause_ms: int, models) -> list[tuple[int, float]]:
     """Every time Smart Turn was asked about `audio` (first after `pause_ms` of silence), as
     (ms of audio heard, its probability); the detector never ends a turn here."""
     from omnicli.turns.vad import TurnDetector
 
-    detector = TurnDetector(RATE, semantic=True)
+    detector = TurnDetector(RATE, models, semantic=True)
     detector.pause_ms, detector.complete_at, detector.max_silence_ms = pause_ms, 2.0, 10**6
     found = []
     for start in range(0, len(audio), FRAME):
@@ -184,7 +184,7 @@ def asks(audio: np.ndarray, pause_ms: int) -> list[tuple[int, float]]:
     return found
 
 
-def grid(finished: list[np.ndarray], between_words: list[tuple[np.ndarray, np.ndarray]]) -> None:
+def grid(finished: list[np.ndarray], between_words: list[tuple[np.ndarray, np.ndarray]], models) -> None:
     cutoffs = (0.5, 0.9, 0.93, 0.95, 0.97, 0.98)
     print("\nfirst ask after (ms of silence) x cut-off: sentences cut at the pause (of 20) / finished ones ended at the first ask (of 30)")
     print(f"{'first ask':<12}" + "".join(f"{c:>12}" for c in cutoffs))
@@ -193,11 +193,11 @@ def grid(finished: list[np.ndarray], between_words: list[tuple[np.ndarray, np.nd
         for first, second in between_words:
             resumed_ms = 500 + len(first) * 1000 / RATE + PAUSE_S * 1000
             cut.append(max([p for ms, p in asks(np.concatenate([quiet(0.5), first, quiet(PAUSE_S), second, quiet(1.0)]),
-                                                pause_ms) if ms < resumed_ms], default=0.0))
+                                                pause_ms, models) if ms < resumed_ms], default=0.0))
         ended = []  # the verdict at the first ask after the sentence's end
         for clip in finished:
             end_ms = 500 + speech_end_ms(clip)
-            ended.append(next((p for ms, p in asks(np.concatenate([quiet(0.5), clip, quiet(1.0)]), pause_ms) if ms > end_ms), 0.0))
+            ended.append(next((p for ms, p in asks(np.concatenate([quiet(0.5), clip, quiet(1.0)]), pause_ms, models) if ms > end_ms), 0.0))
         cells = [f"{sum(p >= c for p in cut)} / {sum(p >= c for p in ended)}" for c in cutoffs]
         print(f"{pause_ms:<12}" + "".join(f"{cell:>12}" for cell in cells))
 
@@ -214,6 +214,7 @@ def main() -> None:
     from omnicli.engine.asr import WhisperASR
     from omnicli.engine.staged import embedded_engine
     from omnicli.turns import smart_turn
+    from omnicli.turns.models import TurnModels
 
     say = voice()
     dev = [line.strip() for line in DEV.read_text().splitlines() if line.strip()]
@@ -224,7 +225,8 @@ def main() -> None:
     for text in dev:
         words = text.split()
         halves.append((trimmed(say(" ".join(words[:len(words) // 2]))), trimmed(say(" ".join(words[len(words) // 2:])))))
-    smart_turn.load()
+    models = TurnModels()
+    models.smart_turn.load()
 
     print(f"{len(finished)} finished sentences; {len(dev)} dev sentences with a {PAUSE_S * 1000:.0f} ms pause inside;"
           f" omni serve begins answers with {args.llm}")
@@ -237,7 +239,7 @@ def main() -> None:
     for name, rule in rules:
         delays, unended, split = [], 0, 0
         for clip in finished:
-            stops = stops_of(np.concatenate([quiet(0.5), clip, quiet(3.5)]), rule, engine)
+            stops = stops_of(np.concatenate([quiet(0.5), clip, quiet(3.5)]), rule, engine, models)
             split += len(stops) > 1
             if not stops:
                 unended += 1
@@ -250,12 +252,12 @@ def main() -> None:
             cut = 0
             for text, (first, second) in zip(dev, pairs, strict=True):
                 heard: list[str] = []
-                stops = stops_of(np.concatenate([quiet(0.5), first, quiet(PAUSE_S), second, quiet(3.5)]), rule, engine, heard)
+                stops = stops_of(np.concatenate([quiet(0.5), first, quiet(PAUSE_S), second, quiet(3.5)]), rule, engine, models, heard)
                 resumed_ms = 500 + len(first) * 1000 // RATE + PAUSE_S * 1000
                 early = [index for index, (e, _) in enumerate(stops) if e.ms < resumed_ms]
                 cut += bool(early)
                 if early and args.cuts and pairs is between_words:
-                    why.append(cut_line(text, stops[early[0]][0], heard[early[0]] if heard else None))
+                    why.append(cut_line(text, stops[early[0]][0], heard[early[0]] if heard else None, models))
             cuts.append(cut)
         p50s[name] = percentile(delays, .5)
         print(f"{name:<26}{p50s[name]:>15.0f}{percentile(delays, .9):>8.0f}{'':>8}{unended:>9}{split:>7}{cuts[0]:>13}{cuts[1]:>14}")
@@ -271,15 +273,15 @@ def main() -> None:
     calls, features = [], []
     for audio in inputs:
         began = time.perf_counter()
-        smart_turn.features(audio)
+        models.smart_turn.features(audio)
         features.append(time.perf_counter() - began)
         began = time.perf_counter()
-        smart_turn.completion_probability(audio)
+        models.smart_turn.completion_probability(audio)
         calls.append(time.perf_counter() - began)
     print(f"Smart Turn per call, ms (one thread): p50 {percentile(calls, .5) * 1000:.0f}, p90 {percentile(calls, .9) * 1000:.0f}"
           f" (features alone p50 {percentile(features, .5) * 1000:.1f}); issue 11 expects 10-65")
     if args.grid:
-        grid(finished, between_words)
+        grid(finished, between_words, models)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from omnicli.client.pool import ServerPool
     from omnicli.client.remote import RemoteEngine
     from omnicli.engine.stages import Stages, ThinkerStage
+    from omnicli.turns.models import TurnModels
 
 
 @dataclass(frozen=True)
@@ -214,8 +215,9 @@ class Engines:
         return ServerAsThinker(server, lambda: self.local_stages(choice), probe=probe,
                                allowed=bool(choice.local_stages), say=note)
 
-    def transport(self, choice: EngineChoice, model: str | None):
-        """A realtime session: over a WebSocket to the server, or in this process on the engine."""
+    def transport(self, choice: EngineChoice, model: str | None, models: "TurnModels | None" = None):
+        """A realtime session: over a WebSocket to the server, or in this process on the engine
+        (hearing turns with `models`, the talk's own)."""
         check_runtime(choice)
         if choice.connection.server:
             if choice.stages:
@@ -233,7 +235,7 @@ class Engines:
             return WebSocketTransport(connection.servers[0], connection.api_key, model)
         from omnicli.talk.transport import LocalTransport
 
-        return LocalTransport(self.engine(choice))
+        return LocalTransport(self.engine(choice), models=models)
 
     def judge(self, asr_model: str | None, device: str, server: Connection | None = None) -> "Judge":
         """What hears bench-wer's audio: Whisper in this process (standard decoding), or the

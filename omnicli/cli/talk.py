@@ -125,6 +125,9 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
         stack.callback(speaker.close)
         from omnicli.cli.engines import EngineChoice
         from omnicli.talk.duplex.options import DuplexOptions, duplex_if_offered, duplex_link
+        from omnicli.turns.models import TurnModels
+
+        models = TurnModels()  # one copy of the turn-taking models, for the talk and its session
 
         choice = EngineChoice(connection, llm=llm, asr_model=asr_model, stages=servers, thinker=thinker)
         if isinstance(options, DuplexOptions) and connection.server:
@@ -132,14 +135,14 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
         elif isinstance(options, DuplexOptions):  # the duplex lane in this process, on the embedded engine
             from omnicli.talk.duplex.local import local_link
 
-            transport = local_link(factory.engine(choice), model, log.write)
+            transport = local_link(factory.engine(choice), model, log.write, models)
         else:
-            transport = factory.transport(choice, model)
+            transport = factory.transport(choice, model, models)
             if connection.server:  # a server whose greeting offers duplex is talked to in duplex
                 stack.push_async_callback(transport.close)
                 options, transport = await duplex_if_offered(transport, options, connection, model, log, say=note)
         stack.push_async_callback(transport.close)
-        said, code = await converse(transport, source, speaker, options, log)
+        said, code = await converse(transport, source, speaker, options, log, models)
     if output_file:
         from omnicli.audio.atomic import atomic_write
         from omnicli.audio.chunk import SPEECH_RATE
@@ -152,10 +155,10 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
     return code
 
 
-async def converse(transport, source, speaker, options, log) -> tuple[list, int]:
+async def converse(transport, source, speaker, options, log, models=None) -> tuple[list, int]:
     """The conversation on this terminal: the view, the keys (single keys without echo when
-    stdin is a terminal) and Ctrl-C around one talk client. What the assistant said, and the
-    exit code: 0 (q, or the end of a headless file), 130 after Ctrl-C, 143 after SIGTERM."""
+    stdin is a terminal) and Ctrl-C around one talk client (hearing turns with `models`). What the
+    assistant said, and the exit code: 0 (q, or the end of a headless file), 130 after Ctrl-C, 143 after SIGTERM."""
     import asyncio
     import contextlib
     import signal
@@ -186,9 +189,9 @@ async def converse(transport, source, speaker, options, log) -> tuple[list, int]
 
         client: TalkClient | DuplexTalkClient
         if isinstance(options, DuplexOptions):
-            client = DuplexTalkClient(transport, source, speaker, options, view, log)
+            client = DuplexTalkClient(transport, source, speaker, options, view, log, models)
         else:
-            client = TalkClient(transport, source, speaker, options, view, log)
+            client = TalkClient(transport, source, speaker, options, view, log, models)
 
         def on_key(action: str) -> None:
             if action == "talk":

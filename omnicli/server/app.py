@@ -23,6 +23,7 @@ from omnicli.server.loop_lag import LoopLag
 from omnicli.server.observability import AccessLog, ServerMetrics
 from omnicli.server.session_slots import SessionSlots, default_limit
 from omnicli.session.duplex.registry import MAX_SESSIONS, DuplexRegistry
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 
 MODEL_ID = "omni-embedded"
@@ -52,8 +53,9 @@ def create_app(
     app.state.realtime_slots = SessionSlots(default_limit() if max_realtime_sessions is None else max_realtime_sessions)
     app.state.heap = HeapTrimmer()
     app.state.scheduler = AnswerScheduler()
+    app.state.turn_models = TurnModels()
     app.state.duplex = DuplexRegistry(engine, model_id=MODEL_ID, max_sessions=max_duplex_sessions,
-                                      scheduler=app.state.scheduler, grace_s=duplex_grace_s)
+                                      scheduler=app.state.scheduler, models=app.state.turn_models, grace_s=duplex_grace_s)
     install_error_handlers(app)
     routers = [module.router for module in (routes_info, routes_audio, routes_chat, routes_realtime)]
     for router in routers:

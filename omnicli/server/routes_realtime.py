@@ -45,7 +45,8 @@ async def _turn_based(ws: WebSocket) -> None:
     async def send(event: dict) -> None:
         await ws.send_text(json.dumps(event))
 
-    session = RealtimeSession(ws.app.state.engine, send, scheduler=ws.app.state.scheduler, model_id=ws.app.state.model_id)
+    state = ws.app.state
+    session = RealtimeSession(state.engine, send, scheduler=state.scheduler, models=state.turn_models, model_id=state.model_id)
     ws.app.state.metrics.active.labels("realtime").inc()
     try:
         await session.start()

@@ -41,6 +41,7 @@ from omnicli.session.core import ConversationCore, carry_out
 from omnicli.session.responses import Response
 from omnicli.session.settings import SessionSettings, with_served_voice
 from omnicli.turns.input_buffer import InputBuffer, decode_pcm16
+from omnicli.turns.models import TurnModels
 from omnicli.turns.modes import Detection
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.vad import TurnEvent
@@ -55,10 +56,11 @@ _PARSE_INLINE_CHARS = 64 * 1024
 class RealtimeSession:
     """One turn-based Realtime session: client events in, server events out (see the module's docstring)."""
 
-    def __init__(self, engine: Engine, send: Send, *, scheduler: AnswerScheduler, model_id: str = "omni-embedded",
-                 served: bool = True) -> None:
+    def __init__(self, engine: Engine, send: Send, *, scheduler: AnswerScheduler, models: TurnModels,
+                 model_id: str = "omni-embedded", served: bool = True) -> None:
         """`served`: the client is across a network (omni serve), so voices are names from the
-        engine's list; `omni talk` in process may name a local Piper model by path."""
+        engine's list; `omni talk` in process may name a local Piper model by path. `scheduler` and
+        `models` are the process's own, shared by all its sessions."""
         self.engine = engine
         self.scheduler = scheduler
         self.served = served
@@ -71,7 +73,7 @@ class RealtimeSession:
         self._closed = False
         self.core = ConversationCore(engine, self.settings, scheduler, lambda: self._closed)
         self.conversation = self.core.conversation
-        self.input = InputBuffer(engine, self._one_event_at_a_time, self._turns, scheduler)
+        self.input = InputBuffer(engine, self._one_event_at_a_time, self._turns, scheduler, models)
         self.input.turn_end.on_heard(self.core.read_ahead)
         self._speech_item_id: str | None = None
 
@@ -158,7 +160,7 @@ class RealtimeSession:
             session = await with_served_voice(self.engine, session, "session.audio.output.voice")
         detection = ((session.get("audio") or {}).get("input") or {}).get("turn_detection")
         if isinstance(detection, dict) and detection.get("type") == Detection.SEMANTIC_VAD:
-            await _smart_turn_ready()
+            await _smart_turn_ready(self.input.turn_end.models)
         if self.settings.update(session):
             self.input.turn_end.detect_turns(self.settings.turn_detection)
         await self.emit("session.updated", session=self._session_object())
@@ -246,12 +248,10 @@ class RealtimeSession:
         await self.core.cancel(reason)
 
 
-async def _smart_turn_ready() -> None:
+async def _smart_turn_ready(models: TurnModels) -> None:
     """semantic_vad needs the Smart Turn model: loaded now (once per process), or refused."""
-    from omnicli.turns import smart_turn
-
     try:
-        await asyncio.to_thread(smart_turn.load)
+        await asyncio.to_thread(models.smart_turn.load)
     except OmniError as exc:
         raise EventError(f"semantic_vad is not available: {exc}", "unsupported_feature",
                          param="session.audio.input.turn_detection.type") from None

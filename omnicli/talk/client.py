@@ -27,6 +27,7 @@ from omnicli.talk.loop import POLL_SECONDS, TalkLoop
 from omnicli.talk.playing import Playing
 from omnicli.talk.speakers import Speaker
 from omnicli.talk.state import TalkState
+from omnicli.turns.models import TurnModels
 from omnicli.turns.modes import TurnMode
 from omnicli.turns.talk_modes import BargeIn, ClientVAD, PushToTalk, ServerVAD, Turns
 
@@ -71,10 +72,10 @@ class AnswerCut:
 
 def _strategy(turns: TurnMode, client) -> Turns:
     if turns == TurnMode.PUSH_TO_TALK:
-        return PushToTalk(client)
+        return PushToTalk(client, client.models)
     if turns.by_server:
         return ServerVAD(client, semantic=turns.semantic)
-    return ClientVAD(client, semantic=turns.semantic)
+    return ClientVAD(client, client.models, semantic=turns.semantic)
 
 
 class TalkClient(TalkLoop[AnswerCut]):
@@ -82,9 +83,10 @@ class TalkClient(TalkLoop[AnswerCut]):
 
     playout_s = 0.3
 
-    def __init__(self, transport, source, speaker: Speaker, options: TalkOptions, view, log) -> None:
+    def __init__(self, transport, source, speaker: Speaker, options: TalkOptions, view, log,
+                 models: TurnModels | None = None) -> None:
         state = TalkState(options.turns, view, realtime_speaker=speaker.realtime, notes=lambda note: log.write("note", note))
-        super().__init__(source, speaker, view, state, echo_gate=options.echo_gate)
+        super().__init__(source, speaker, view, state, echo_gate=options.echo_gate, models=models)
         self.transport = transport
         self.options = options
         self.log = log
@@ -175,7 +177,7 @@ class TalkClient(TalkLoop[AnswerCut]):
             note = f"the server does not detect turns; using {instead}"
         else:
             return
-        self.strategy = ClientVAD(self, semantic=semantic)
+        self.strategy = ClientVAD(self, self.models, semantic=semantic)
         self.state.turns = TurnMode.SMART if semantic else TurnMode.CLIENT
         self.view.note(note)
 

@@ -22,6 +22,7 @@ from omnicli.errors import OmniError
 from omnicli.talk.echo_gate import EchoGate
 from omnicli.talk.latency import RecordingClock
 from omnicli.talk.state import TalkState
+from omnicli.turns.models import TurnModels
 from omnicli.turns.talk_modes import BargeIn
 
 POLL_SECONDS = 0.05
@@ -38,7 +39,9 @@ class TalkLoop(ABC, Generic[Cut]):
     playout_s = 0.0
     """Headless: how long the device is given, once everything is played, to play out its own buffer."""
 
-    def __init__(self, source, speaker, view, state: TalkState, *, echo_gate: bool) -> None:
+    def __init__(self, source, speaker, view, state: TalkState, *, echo_gate: bool, models: TurnModels | None) -> None:
+        """`models`: the turn-taking models this process shares (a talk alone makes its own)."""
+        self.models = models or TurnModels()
         self.source = source
         self.speaker = speaker
         self.view = view

@@ -9,18 +9,21 @@ from urllib.parse import quote
 
 from omnicli.config import CONNECT_TIMEOUT
 from omnicli.errors import ServerError
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 
 
 class LocalTransport:
     """The session runs in this process; events cross as dicts through a queue."""
 
-    def __init__(self, engine, scheduler: AnswerScheduler | None = None) -> None:
-        """`scheduler`: shared with the other sessions of this process; a session alone gets its own."""
+    def __init__(self, engine, scheduler: AnswerScheduler | None = None, models: TurnModels | None = None) -> None:
+        """`scheduler` and `models`: shared with the other sessions and talks of this process; a
+        session alone gets its own."""
         from omnicli.session.turn_based import RealtimeSession
 
         self._events: asyncio.Queue = asyncio.Queue()
-        self.session = RealtimeSession(engine, self._events.put, scheduler=scheduler or AnswerScheduler(), served=False)
+        self.session = RealtimeSession(engine, self._events.put, scheduler=scheduler or AnswerScheduler(),
+                                       models=models or TurnModels(), served=False)
 
     async def open(self) -> None:
         """Load the engine's models and start the session."""

@@ -17,7 +17,10 @@ from omnicli.engine.base import Engine
 from omnicli.errors import EventError
 from omnicli.protocol.duplex import INPUT_RATES
 from omnicli.turns.input_buffer import InputBuffer, decode_pcm16
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
+from omnicli.turns.smart_turn import RATE as SMART_TURN_RATE
+from omnicli.turns.smart_turn import SmartTurn
 from omnicli.turns.vad import TurnDetector, TurnEvent
 
 COMMIT_COMPLETE_AT = 0.5
@@ -38,8 +41,8 @@ class DuplexInput(InputBuffer):
     """The input buffer fed continuously at the client's rate, counting pauses that ended no turn."""
 
     def __init__(self, engine: Engine, lock: asyncio.Lock, on_late_turns: Callable[[list[TurnEvent]], Awaitable[None]],
-                 scheduler: AnswerScheduler) -> None:
-        super().__init__(engine, lock, on_late_turns, scheduler)
+                 scheduler: AnswerScheduler, models: TurnModels) -> None:
+        super().__init__(engine, lock, on_late_turns, scheduler, models)
         self._resamplers: dict[int, StreamResampler] = {}
         self._rate = SPEECH_RATE
         self.voiced = False
@@ -103,13 +106,12 @@ class DuplexInput(InputBuffer):
         self.voiced = False
 
 
-async def sounds_finished(samples: np.ndarray) -> bool:
+async def sounds_finished(samples: np.ndarray, smart_turn: SmartTurn) -> bool:
     """Smart Turn on a committed turn (24 kHz): does it sound finished? True when it cannot tell."""
     from omnicli.errors import OmniError
-    from omnicli.turns import smart_turn
 
     def judge() -> float:
-        return smart_turn.completion_probability(resample(samples, SPEECH_RATE, smart_turn.RATE))
+        return smart_turn.completion_probability(resample(samples, SPEECH_RATE, SMART_TURN_RATE))
 
     try:
         return await asyncio.to_thread(judge) >= COMMIT_COMPLETE_AT

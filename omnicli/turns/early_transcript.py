@@ -24,6 +24,7 @@ import numpy as np
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
 from omnicli.engine.base import Engine
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.vad import TurnDetector
 
@@ -42,9 +43,10 @@ STARTED, EAGER, LATE = "started", "eager", "late"
 class EarlyTranscriber:
     """Transcribes the pending audio in the pauses before a commit, so the turn is heard before it ends."""
 
-    def __init__(self, engine: Engine, scheduler: AnswerScheduler) -> None:
+    def __init__(self, engine: Engine, scheduler: AnswerScheduler, models: TurnModels) -> None:
         self.engine = engine
         self.scheduler = scheduler
+        self.models = models
         self._detector: TurnDetector | None = None
         self._speech_end_ms: int | None = None
         """Where the speech before the current pause ended (None while speaking, or once the
@@ -60,7 +62,7 @@ class EarlyTranscriber:
         """The VAD's verdicts on an appended piece: speech started, an eager pause, a late one
         (PAUSE_MS of it); CPU work, for a worker thread."""
         if self._detector is None:
-            self._detector = TurnDetector(SPEECH_RATE, silence_ms=EAGER_PAUSE_MS, prefix_padding_ms=0)
+            self._detector = TurnDetector(SPEECH_RATE, self.models, silence_ms=EAGER_PAUSE_MS, prefix_padding_ms=0)
         verdicts = []
         for turn in self._detector.feed(samples):
             verdicts.append(STARTED if turn.kind == "started" else EAGER)

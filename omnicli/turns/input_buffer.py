@@ -20,6 +20,7 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
 from omnicli.engine.base import Engine
 from omnicli.errors import EventError
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.turn_end import SEMANTIC_PADDING_MS, TurnEnd
 from omnicli.turns.vad import TurnEvent
@@ -62,12 +63,12 @@ class InputBuffer:
     """A session's uncommitted input audio; `turn_end` hears the turns in it."""
 
     def __init__(self, engine: Engine, lock: asyncio.Lock, on_late_turns: Callable[[list[TurnEvent]], Awaitable[None]],
-                 scheduler: AnswerScheduler) -> None:
+                 scheduler: AnswerScheduler, models: TurnModels) -> None:
         """`on_late_turns`: turn ends decided after their append, told under `lock` (`TurnEnd`)."""
         self.pcm = bytearray()
         self._start_ms = 0
         """Where `pcm` starts, in the audio heard since turn detection was configured."""
-        self.turn_end = TurnEnd(engine, scheduler, lock, on_late_turns, pending=lambda: self.pcm)
+        self.turn_end = TurnEnd(engine, scheduler, models, lock, on_late_turns, pending=lambda: self.pcm)
 
     async def append(self, audio: str) -> list[TurnEvent]:
         """Add base64 PCM16; the turns turn detection heard in it (none without turn detection)."""

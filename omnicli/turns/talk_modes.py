@@ -6,12 +6,15 @@ one `barge_in(BargeIn.SPEECH)`."""
 import asyncio
 from collections import deque
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.turns.modes import Detection
+
+if TYPE_CHECKING:
+    from omnicli.turns.models import TurnModels
 
 PREROLL_MS = 300
 """Client VAD: audio kept from before speech was detected, so the first syllable is not cut."""
@@ -85,10 +88,10 @@ class ServerVAD:
 class SpeechCheck:
     """Whether a recorded turn held speech: Silero's probability over its frames."""
 
-    def __init__(self) -> None:
+    def __init__(self, models: "TurnModels") -> None:
         from omnicli.turns.vad import CHUNK, VAD_RATE, SileroVAD
 
-        self._vad = SileroVAD(SPEECH_RATE)
+        self._vad = SileroVAD(SPEECH_RATE, models.silero)
         self._chunk_ms = CHUNK * 1000 // VAD_RATE
         self._voiced = 0
 
@@ -110,10 +113,11 @@ class PushToTalk:
     server_vad = False
     detection = None
 
-    def __init__(self, client: TalkHooks) -> None:
+    def __init__(self, client: TalkHooks, models: "TurnModels") -> None:
         self.client = client
+        self.models = models
         self.on = False
-        self._speech = SpeechCheck()
+        self._speech = SpeechCheck(models)
 
     async def toggle(self, pressed_at: float) -> None:
         """Space pressed: start a turn, or end it and send it if it held speech."""
@@ -121,7 +125,7 @@ class PushToTalk:
             await self.client.barge_in(BargeIn.KEY)
             await self.client.send({"type": "input_audio_buffer.clear"})
             self.on = True
-            self._speech = SpeechCheck()
+            self._speech = SpeechCheck(self.models)
             self.client.begin_turn()
         else:
             self.on = False
@@ -146,13 +150,14 @@ class ClientVAD:
     server_vad = False
     detection = None
 
-    def __init__(self, client: TalkHooks, *, silence_ms: int = 500, frame_ms: int = 40, semantic: bool = False) -> None:
+    def __init__(self, client: TalkHooks, models: "TurnModels", *, silence_ms: int = 500, frame_ms: int = 40,
+                 semantic: bool = False) -> None:
         from omnicli.turns.vad import TurnDetector
 
         self.client = client
         self.silence_ms = silence_ms
         self.semantic = semantic
-        self._detector = TurnDetector(SPEECH_RATE, silence_ms=silence_ms, semantic=semantic)
+        self._detector = TurnDetector(SPEECH_RATE, models, silence_ms=silence_ms, semantic=semantic)
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, PREROLL_MS // frame_ms))
 
     async def hear(self, frame: np.ndarray) -> None:

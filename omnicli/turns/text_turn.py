@@ -26,49 +26,55 @@ score and what finished sentences and questions score."""
 _FINAL = (".", "?", "!")
 _TRAILING = " \t\n.,;:?!\u2026-\u2014\"'"
 
-_model = None
-_enders: list[int] = []
-_lock = threading.Lock()
 
+class WordsCheck:
+    """SmolLM2 reading whether a turn's words are finished, loaded on first use and shared by
+    every session of a process (one call at a time)."""
 
-def _load():
-    global _model, _enders
-    if _model is None:
-        from omnicli.engine.cores import THREADS
-        from omnicli.engine.llama_load import load_llama
-        from omnicli.engine.packaged import thinker_gguf
+    def __init__(self) -> None:
+        self._model = None
+        self._enders: list[int] = []
+        self._lock = threading.Lock()
 
-        path = thinker_gguf("smollm2")
-        try:
-            model = LLAMA.run(load_llama, path, n_ctx=256, n_threads=THREADS.turn_text,
-                              n_threads_batch=THREADS.turn_text, verbose=False)
-        except (ValueError, RuntimeError) as exc:
-            raise OmniError(f"cannot load {path} to read turn ends: {exc}") from exc
-        end = model.tokenize(b"<|im_end|>", add_bos=False, special=True)
-        _enders = end[:1] + [token for token in range(model.n_vocab())
-                             if model.detokenize([token]).decode(errors="replace").strip() in _FINAL]
-        _model = model
-    return _model
+    def _load(self):
+        if self._model is None:
+            from omnicli.engine.cores import THREADS
+            from omnicli.engine.llama_load import load_llama
+            from omnicli.engine.packaged import thinker_gguf
 
+            path = thinker_gguf("smollm2")
+            try:
+                model = LLAMA.run(load_llama, path, n_ctx=256, n_threads=THREADS.turn_text,
+                                  n_threads_batch=THREADS.turn_text, verbose=False)
+            except (ValueError, RuntimeError) as exc:
+                raise OmniError(f"cannot load {path} to read turn ends: {exc}") from exc
+            end = model.tokenize(b"<|im_end|>", add_bos=False, special=True)
+            self._enders = end[:1] + [token for token in range(model.n_vocab())
+                                      if model.detokenize([token]).decode(errors="replace").strip() in _FINAL]
+            self._model = model
+        return self._model
 
-def load() -> None:
-    """Load the model now (under a second), not at the first pause; OmniError when it cannot be."""
-    with _lock:
-        _load()
+    def load(self) -> None:
+        """Load the model now (under a second), not at the first pause; OmniError when it cannot be."""
+        with self._lock:
+            self._load()
 
+    def sentence_end_probability(self, text: str) -> float:
+        """How likely the user's message ends after `text` (its trailing punctuation dropped); 1.0 for
+        no words at all, which leaves the decision to the audio. CPU work: call it from a worker thread."""
+        words = text.strip().rstrip(_TRAILING).strip()
+        if not words:
+            return 1.0
+        with self._lock:
+            model = self._load()
+            tokens = model.tokenize(f"<|im_start|>user\n{words}".encode(), add_bos=False, special=True)
+            logits = LLAMA.run(_last_logits, model, tokens[-200:]).astype(np.float64)
+            probabilities = np.exp(logits - logits.max())
+            return float(probabilities[self._enders].sum() / probabilities.sum())
 
-def sentence_end_probability(text: str) -> float:
-    """How likely the user's message ends after `text` (its trailing punctuation dropped); 1.0 for
-    no words at all, which leaves the decision to the audio. CPU work: call it from a worker thread."""
-    words = text.strip().rstrip(_TRAILING).strip()
-    if not words:
-        return 1.0
-    with _lock:
-        model = _load()
-        tokens = model.tokenize(f"<|im_start|>user\n{words}".encode(), add_bos=False, special=True)
-        logits = LLAMA.run(_last_logits, model, tokens[-200:]).astype(np.float64)
-        probabilities = np.exp(logits - logits.max())
-        return float(probabilities[_enders].sum() / probabilities.sum())
+    def reads_finished(self, text: str) -> bool:
+        """Whether the words so far read like a finished message (CPU work: call from a worker thread)."""
+        return self.sentence_end_probability(text) >= SENTENCE_END_AT
 
 
 def _last_logits(model, tokens: list[int]) -> np.ndarray:
@@ -78,8 +84,3 @@ def _last_logits(model, tokens: list[int]) -> np.ndarray:
     model.reset()
     model.eval(tokens)
     return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.ctx, -1), shape=(model.n_vocab(),)).copy()
-
-
-def reads_finished(text: str) -> bool:
-    """Whether the words so far read like a finished message (CPU work: call from a worker thread)."""
-    return sentence_end_probability(text) >= SENTENCE_END_AT

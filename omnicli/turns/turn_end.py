@@ -17,6 +17,7 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.engine.base import Engine
 from omnicli.errors import OmniError
 from omnicli.turns.early_transcript import EarlyTranscriber
+from omnicli.turns.models import TurnModels
 from omnicli.turns.modes import Detection
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.vad import EAGERNESS, TurnDetector, TurnEvent
@@ -36,7 +37,7 @@ voice coming back (96 ms of it) from a click or a breath."""
 class TurnEnd:
     """Decides where a session's user turns start and end, from the audio heard and the words heard early."""
 
-    def __init__(self, engine: Engine, scheduler: AnswerScheduler, lock: asyncio.Lock,
+    def __init__(self, engine: Engine, scheduler: AnswerScheduler, models: TurnModels, lock: asyncio.Lock,
                  on_late_turns: Callable[[list[TurnEvent]], Awaitable[None]],
                  pending: Callable[[], bytes | bytearray]) -> None:
         """Whether a pause ends the turn (semantic_vad with the words check) is decided while more
@@ -46,7 +47,8 @@ class TurnEnd:
         follow, under `lock` (the session's own: no event is carried out meanwhile). Should the
         voice come back first, the pause was inside the turn, which goes on: a sentence with a
         pause in it is not cut for want of an answer. `pending`: the audio not yet committed."""
-        self.early = EarlyTranscriber(engine, scheduler)
+        self.models = models
+        self.early = EarlyTranscriber(engine, scheduler, models)
         """The one path by which the words are heard before the turn is committed."""
         self.early.on_heard = self._heard_early
         self._pending = pending
@@ -93,13 +95,10 @@ class TurnEnd:
             finally:
                 telling.set_result(None)
 
-    @staticmethod
-    async def _reads(transcript: str) -> bool:
+    async def _reads(self, transcript: str) -> bool:
         """Whether `transcript` reads finished (turns/text_turn.py)."""
-        from omnicli.turns.text_turn import reads_finished
-
         try:
-            return not transcript.strip() or await asyncio.to_thread(reads_finished, transcript)
+            return not transcript.strip() or await asyncio.to_thread(self.models.words.reads_finished, transcript)
         except (OmniError, RuntimeError):  # loaded with the detector; should it fail now, the audio decides
             return True
 
@@ -212,17 +211,15 @@ class TurnEnd:
         if detection["type"] == Detection.SEMANTIC_VAD:
             read_words = self.read_turns and EAGERNESS[detection["eagerness"]].read_words
             if read_words:
-                from omnicli.turns import text_turn
-
                 try:
-                    text_turn.load()
+                    self.models.words.load()
                 except OmniError as exc:
                     log.warning("semantic_vad without the check that the words read finished: %s", exc)
                     self.read_turns = read_words = False
-            return TurnDetector(SPEECH_RATE, prefix_padding_ms=SEMANTIC_PADDING_MS, semantic=True,
+            return TurnDetector(SPEECH_RATE, self.models, prefix_padding_ms=SEMANTIC_PADDING_MS, semantic=True,
                                 eagerness=detection["eagerness"], confirm_stops=read_words)
         return TurnDetector(
-            SPEECH_RATE, threshold=detection["threshold"], silence_ms=detection["silence_duration_ms"],
+            SPEECH_RATE, self.models, threshold=detection["threshold"], silence_ms=detection["silence_duration_ms"],
             prefix_padding_ms=detection["prefix_padding_ms"],
         )
 

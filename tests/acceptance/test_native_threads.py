@@ -55,7 +55,7 @@ def test_every_token_of_every_answer_and_the_words_check_decode_on_one_thread(mo
     asked = _from_two_threads(lambda: answers.append(_answer(thinker, BEFORE)))
     asyncio.run(thinker.prefill([*BEFORE, {"role": "assistant", "content": answers[0]},
                                  {"role": "user", "content": "And dogs?"}], temperature=0.0))
-    assert text_turn.sentence_end_probability("The children built a small") < text_turn.SENTENCE_END_AT
+    assert text_turn.WordsCheck().sentence_end_probability("The children built a small") < text_turn.SENTENCE_END_AT
     assert answers[0] == answers[1] and answers[0].strip()
     assert len(decoded_on) > 20 and len(set(decoded_on)) == 1
     assert not asked & set(decoded_on) and threading.get_ident() not in decoded_on

@@ -11,6 +11,7 @@ from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import ChatRequest
 from omnicli.turns.early_transcript import EarlyTranscriber
 from omnicli.turns.scheduler import AnswerScheduler
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, speech, user_text
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
 
@@ -43,7 +44,7 @@ def test_an_eager_pause_waits_for_an_idle_asr_and_a_long_pause_does_not():
     async def go():
         engine = SlowEars()
         scheduler = AnswerScheduler()  # both sessions in one process
-        first, second = EarlyTranscriber(engine, scheduler), EarlyTranscriber(engine, scheduler)
+        first, second = EarlyTranscriber(engine, scheduler, TURN_MODELS), EarlyTranscriber(engine, scheduler, TURN_MODELS)
         first_pcm, second_pcm = bytearray(), bytearray()
         hear(first, first_pcm, np.concatenate([spoken(), silence(0.2)]))  # an eager pause (Silero: ~100 ms of it)
         await asyncio.sleep(0.05)
@@ -65,7 +66,7 @@ def test_an_eager_pause_waits_for_an_idle_asr_and_a_long_pause_does_not():
 def test_new_speech_voids_what_was_heard_early():
     async def go():
         engine = SlowEars()
-        early, pcm = EarlyTranscriber(engine, AnswerScheduler()), bytearray()
+        early, pcm = EarlyTranscriber(engine, AnswerScheduler(), TURN_MODELS), bytearray()
         hear(early, pcm, np.concatenate([spoken(), silence(0.3)]))
         await asyncio.sleep(0.05)
         hear(early, pcm, np.concatenate([spoken(), silence(0.05)]))  # the user goes on: a new turn so far
@@ -110,7 +111,7 @@ def test_a_committed_turn_is_not_heard_again_as_the_silence_after_it():
     it would take the cores from the answer."""
     async def go():
         engine = SlowEars()
-        early, pcm = EarlyTranscriber(engine, AnswerScheduler()), bytearray()
+        early, pcm = EarlyTranscriber(engine, AnswerScheduler(), TURN_MODELS), bytearray()
         hear(early, pcm, np.concatenate([spoken(), silence(0.1)]))  # an eager pause: heard at once
         engine.gate.set()
         heard = await early.take(bytes(pcm))

@@ -13,6 +13,7 @@ from omnicli.turns.scheduler import AnswerScheduler
 from tests.fast.test_duplex_lane import connect
 from tests.fast.test_duplex_lane import run as run_lane
 from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import run as run_session
 from tests.helpers.realtime_harness import user_text
 from tests.helpers.scripted import ScriptedEngine
@@ -92,7 +93,7 @@ def test_a_realtime_session_update_with_an_openai_voice_is_taken_and_the_answer_
         sent.append(event)
 
     async def talk() -> None:
-        session = RealtimeSession(engine, send, scheduler=AnswerScheduler())
+        session = RealtimeSession(engine, send, scheduler=AnswerScheduler(), models=TURN_MODELS)
         await session.start()
         for voice in ("shimmer", "nobody"):
             await session.handle(json.dumps({"type": "session.update", "session": {
@@ -143,7 +144,7 @@ def test_both_session_kinds_greet_with_the_engines_own_default_voice():
         sent.append(event)
 
     async def greet() -> None:
-        session = RealtimeSession(engine, send, scheduler=AnswerScheduler())
+        session = RealtimeSession(engine, send, scheduler=AnswerScheduler(), models=TURN_MODELS)
         await session.start()
         await session.close()
 

@@ -11,6 +11,7 @@ import pytest
 from omnicli.engine.base import DEFAULT_MAX_TOKENS, AudioPart, ChatRequest, TextDelta, TextPart, TranscriptDelta
 from omnicli.errors import ContextWindowError, OmniError
 from omnicli.session.settings import DEFAULT_INSTRUCTIONS
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, speech, user_text
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
 
@@ -455,7 +456,7 @@ def test_a_served_session_takes_voice_names_only_and_a_local_one_takes_paths_too
         async def send(event: dict) -> None:
             sent.append(event)
 
-        session = RealtimeSession(ScriptedEngine(), send, scheduler=AnswerScheduler())
+        session = RealtimeSession(ScriptedEngine(), send, scheduler=AnswerScheduler(), models=TURN_MODELS)
         for voice in ("~/x.onnx", "/etc/voice.onnx", "nobody", "joe"):
             await session.handle(json.dumps(voice_update(voice)))
         return sent

@@ -12,7 +12,9 @@ import pytest
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.errors import OmniError
 from omnicli.turns import smart_turn
+from omnicli.turns.models import TurnModels
 from omnicli.turns.vad import SEMANTIC_REASK_MS, TurnDetector
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, speech
 from tests.helpers.scripted import ScriptedEngine, SlowToBegin, answer
 from tests.helpers.turn_speech import QUESTION, UNFINISHED, paused, say, spoken
@@ -120,10 +122,10 @@ def test_a_model_file_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatc
     wrong = tmp_path / smart_turn.MODEL_FILE
     wrong.write_bytes(b"not a model")
     monkeypatch.setattr(smart_turn, "model_path", lambda: wrong)
-    monkeypatch.setattr(smart_turn, "_loaded", None)
+    fresh = TurnModels()  # nothing loaded yet
 
     async def go():
-        async with Session() as s:
+        async with Session(models=fresh) as s:
             error = await s.error(update({"type": "semantic_vad"}))
             await s.send(update({"type": "server_vad"}))
             return error, (await s.until("session.updated"))["session"]["audio"]["input"]["turn_detection"]["type"]
@@ -133,7 +135,7 @@ def test_a_model_file_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatc
     assert "not the Smart Turn v3.2 model" in error["message"]
     assert kind == "server_vad"
     with pytest.raises(OmniError, match="not the Smart Turn"):
-        TurnDetector(SPEECH_RATE, semantic=True)
+        TurnDetector(SPEECH_RATE, fresh, semantic=True)
 
 
 def test_the_installed_model_is_the_pinned_one():
@@ -143,14 +145,14 @@ def test_the_installed_model_is_the_pinned_one():
 # ---- the detector --------------------------------------------------------------------------
 
 def test_smart_turn_hears_a_finished_question_as_complete_and_a_trailing_if_as_not():
-    finished = smart_turn.completion_probability(_at_16k(np.concatenate([say(QUESTION), silence(0.2)])))
-    unfinished = smart_turn.completion_probability(_at_16k(np.concatenate([say(UNFINISHED[0]), silence(0.2)])))
+    finished = TURN_MODELS.smart_turn.completion_probability(_at_16k(np.concatenate([say(QUESTION), silence(0.2)])))
+    unfinished = TURN_MODELS.smart_turn.completion_probability(_at_16k(np.concatenate([say(UNFINISHED[0]), silence(0.2)])))
     assert unfinished < 0.5 < finished <= 1
 
 
 def test_a_finished_question_ends_after_the_short_pause_and_the_silence_rule_waits_longer():
     audio = spoken(QUESTION)
-    semantic, plain = TurnDetector(SPEECH_RATE, semantic=True), TurnDetector(SPEECH_RATE, silence_ms=500)
+    semantic, plain = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True), TurnDetector(SPEECH_RATE, TURN_MODELS, silence_ms=500)
     ends = [[e for e in feed(d, audio) if e.kind == "stopped"] for d in (semantic, plain)]
     (by_meaning,), (by_silence,) = ends
     assert by_meaning.probability is not None and by_meaning.probability >= 0.5
@@ -161,10 +163,10 @@ def test_a_finished_question_ends_after_the_short_pause_and_the_silence_rule_wai
 
 def test_an_unfinished_pause_goes_on_and_the_turn_ends_once_at_the_end():
     audio = paused(*UNFINISHED, pause_s=0.5, tail_s=3.5)
-    plain = [e.kind for e in feed(TurnDetector(SPEECH_RATE, silence_ms=300), audio)]
+    plain = [e.kind for e in feed(TurnDetector(SPEECH_RATE, TURN_MODELS, silence_ms=300), audio)]
     assert plain == ["started", "stopped", "started", "stopped"]
     for eagerness in ("low", "auto", "high"):
-        detector = TurnDetector(SPEECH_RATE, semantic=True, eagerness=eagerness)
+        detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, eagerness=eagerness)
         events = feed(detector, audio)
         assert [e.kind for e in events] == ["started", "stopped"], eagerness
         assert detector.calls >= 2  # asked at the pause inside and at the end
@@ -178,7 +180,7 @@ def test_the_ceiling_ends_a_turn_the_model_never_calls_finished():
     audio = spoken("So I was thinking that maybe", tail_s=3.5)
     ends = {}
     for eagerness in ("high", "low"):
-        detector = TurnDetector(SPEECH_RATE, semantic=True, eagerness=eagerness)
+        detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, eagerness=eagerness)
         (_, end) = feed(detector, audio)
         assert end.kind == "stopped"
         ends[eagerness] = (end, detector)
@@ -192,7 +194,7 @@ FOLLOW_UP = "What is the capital of Spain?"
 
 
 def test_a_confirmed_stop_stands_and_the_audio_held_behind_it_is_heard_next():
-    detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
+    detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, confirm_stops=True)
     audio = paused(QUESTION, FOLLOW_UP, pause_s=0.4)
     started, stop = detector.feed(audio)  # all of it at once: what follows the stop waits
     assert (started.kind, stop.kind, stop.pending, stop.probability) == ("started", "stopped", True, None)
@@ -214,9 +216,9 @@ def test_the_caller_asks_smart_turn_about_a_pending_stop_when_it_suits_it_and_he
     cores); the audio judged is the speech up to the first ask, as when asked at once. A pause
     Smart Turn calls unfinished is pending too: the caller hears so and the turn goes on."""
     for audio in (spoken(QUESTION, tail_s=0.3), spoken(UNFINISHED[0], tail_s=0.3)):
-        at_once = TurnDetector(SPEECH_RATE, semantic=True)
+        at_once = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True)
         feed(at_once, audio)
-        later = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
+        later = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, confirm_stops=True)
         (_, stop) = later.feed(audio)
         assert stop.pending and later.calls == at_once.calls == 1
         assert later.judge() == at_once.last_probability
@@ -225,7 +227,7 @@ def test_the_caller_asks_smart_turn_about_a_pending_stop_when_it_suits_it_and_he
 
 
 def test_the_voice_comes_back_behind_a_pending_stop_only_as_long_as_a_turn_starts():
-    detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
+    detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, confirm_stops=True)
     _, stop = detector.feed(spoken(QUESTION, tail_s=0.3))
     assert stop.pending and not detector.resumed
     detector.feed(np.concatenate([say(FOLLOW_UP)[:int(0.05 * SPEECH_RATE)], silence(0.2)]))  # a click of voice
@@ -238,7 +240,7 @@ def test_the_voice_comes_back_behind_a_pending_stop_only_as_long_as_a_turn_start
 
 
 def test_an_overruled_stop_goes_on_into_one_turn_and_only_first_asks_wait_for_a_second_opinion():
-    detector = TurnDetector(SPEECH_RATE, semantic=True, confirm_stops=True)
+    detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, confirm_stops=True)
     _, stop = detector.feed(paused(QUESTION, FOLLOW_UP, pause_s=0.4, tail_s=0.3))
     (end,) = detector.confirm(False)  # Smart Turn or the words said unfinished: the pause was inside the turn
     assert end.kind == "stopped" and end.pending and end.ms > stop.ms
@@ -246,12 +248,12 @@ def test_an_overruled_stop_goes_on_into_one_turn_and_only_first_asks_wait_for_a_
     (late,) = feed(detector, silence(1.0))  # asked again SEMANTIC_REASK_MS later: that answer is final
     assert late.kind == "stopped" and not late.pending and late.ms == end.ms
     assert late.silence_ms >= detector.pause_ms + SEMANTIC_REASK_MS
-    plain = TurnDetector(SPEECH_RATE, semantic=True)
+    plain = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True)
     assert [e.pending for e in feed(plain, paused(QUESTION, FOLLOW_UP, pause_s=0.4))] == [False] * 4
 
 
 def test_the_words_heard_so_far_read_finished_or_not():
-    from omnicli.turns.text_turn import reads_finished, sentence_end_probability
+    reads_finished, sentence_end_probability = TURN_MODELS.words.reads_finished, TURN_MODELS.words.sentence_end_probability
 
     assert reads_finished("What is the capital of France?") and reads_finished(QUESTION.rstrip("?"))
     assert reads_finished("I was wondering if you could tell me the capital of France.")
@@ -367,10 +369,8 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
     """The answer to the question is begun, Smart Turn and the words call the pause the end, but the
     audio held since ends in voice too short yet to count (80 ms): the decision waits for the next
     appends, which show the voice coming back. One turn, not two."""
-    from omnicli.turns import text_turn
-
     read: list[bool] = []
-    reads_finished = text_turn.reads_finished
+    reads_finished = TURN_MODELS.words.reads_finished
 
     def reads(text: str) -> bool:
         read.append(reads_finished(text))
@@ -381,7 +381,7 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
             await super().prepare(req, begin_answer=begin_answer)
             await gate.wait()
 
-    monkeypatch.setattr(text_turn, "reads_finished", reads)
+    monkeypatch.setattr(TURN_MODELS.words, "reads_finished", reads)
     onset, gate = int(0.08 * SPEECH_RATE), asyncio.Event()  # (bound to a loop only once waited on)
 
     async def go():
@@ -431,9 +431,7 @@ def _noting_models(monkeypatch, done: list, smart_turn_s: float = 0.0) -> None:
     """Smart Turn (taking `smart_turn_s` more) and the words check note in `done` when they run."""
     import time
 
-    from omnicli.turns import text_turn
-
-    reads_finished, completion_probability = text_turn.reads_finished, smart_turn.completion_probability
+    reads_finished, completion_probability = TURN_MODELS.words.reads_finished, TURN_MODELS.smart_turn.completion_probability
 
     def reads(text: str) -> bool:
         done.append(("read", text))
@@ -445,15 +443,15 @@ def _noting_models(monkeypatch, done: list, smart_turn_s: float = 0.0) -> None:
         done.append(("smart turn done",))
         return completion_probability(audio)
 
-    monkeypatch.setattr(text_turn, "reads_finished", reads)
-    monkeypatch.setattr(smart_turn, "completion_probability", asks)
+    monkeypatch.setattr(TURN_MODELS.words, "reads_finished", reads)
+    monkeypatch.setattr(TURN_MODELS.smart_turn, "completion_probability", asks)
 
 
 def _heard_early_at(audio: np.ndarray) -> int:
     """Where the early transcript of `audio`'s first pause starts (Smart Turn is asked 96 ms on)."""
     from omnicli.turns.early_transcript import EAGER_PAUSE_MS
 
-    detector = TurnDetector(SPEECH_RATE, silence_ms=EAGER_PAUSE_MS, prefix_padding_ms=0)
+    detector = TurnDetector(SPEECH_RATE, TURN_MODELS, silence_ms=EAGER_PAUSE_MS, prefix_padding_ms=0)
     for start in range(0, len(audio), 960):
         if any(e.kind == "stopped" for e in detector.feed(audio[start:start + 960])):
             return start + 960
@@ -510,10 +508,10 @@ def test_smart_turn_is_asked_beside_whisper_still_hearing_the_pause_and_the_answ
 
 def test_semantic_mode_leaves_starts_alone_and_rejects_an_unknown_eagerness():
     audio = spoken(QUESTION)
-    starts = [[e for e in feed(TurnDetector(SPEECH_RATE, semantic=s), audio) if e.kind == "started"] for s in (False, True)]
+    starts = [[e for e in feed(TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=s), audio) if e.kind == "started"] for s in (False, True)]
     assert starts[0] == starts[1] and len(starts[0]) == 1
     with pytest.raises(ValueError, match="eagerness"):
-        TurnDetector(SPEECH_RATE, semantic=True, eagerness="eager")
+        TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, eagerness="eager")
 
 
 def _at_16k(samples: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from omnicli.talk.transport import LocalTransport
 from omnicli.turns.talk_modes import ClientVAD
 from tests.helpers.cli_harness import ScriptedEngines
 from tests.helpers.cli_harness import omni as omni_app
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import speech_file
 from tests.helpers.scripted import ScriptedEngine, answer
 from tests.helpers.talk_harness import Log, Quiet, Voice
@@ -65,7 +66,7 @@ def test_vad_smart_ends_turns_with_smart_turn(tmp_path):
 
 
 def test_vad_smart_is_the_semantic_client_detector():
-    client = TalkClient(LocalTransport(ScriptedEngine()), Voice(), FileSpeaker(), TalkOptions(turns="smart"), Quiet(), Log())
+    client = TalkClient(LocalTransport(ScriptedEngine(), models=TURN_MODELS), Voice(), FileSpeaker(), TalkOptions(turns="smart"), Quiet(), Log(), TURN_MODELS)
     assert isinstance(client.strategy, ClientVAD) and client.strategy.semantic
 
 

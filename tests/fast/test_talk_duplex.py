@@ -22,6 +22,7 @@ from omnicli.talk.duplex.presets import PRESETS
 from omnicli.turns.scheduler import AnswerScheduler
 from tests.helpers.cli_harness import ScriptedEngines, omni
 from tests.helpers.minicpmo_shape import MiniCPMoShape, delta_level
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import silence, speech, speech_file
 from tests.helpers.scripted import ScriptedEngine, answer
 from tests.helpers.talk_harness import Device, Log, Recorder, Voice
@@ -313,7 +314,7 @@ def test_duplex_without_a_server_is_answered_in_process(tmp_path, vad):
 def test_an_in_process_session_refuses_a_resume_in_the_flat_shape():
     """In process there is no socket to lose: resume is not offered, and a `session.resume` says so."""
     async def go():
-        sock = LocalDuplexSocket(DuplexRegistry(ScriptedEngine(), model_id="m", scheduler=AnswerScheduler(),
+        sock = LocalDuplexSocket(DuplexRegistry(ScriptedEngine(), model_id="m", scheduler=AnswerScheduler(), models=TURN_MODELS,
                                                        served=False, resumable=False))
         await sock.open()
         await sock.send({"type": "session.resume", "session_id": "sess_x", "resume_token": "rt_x",
@@ -365,7 +366,8 @@ class Duplex:
         self.link = DuplexLink(url, None, None, log=self.log.write)
         ref = "data:audio/wav;base64," + base64.b64encode(speech_file().read_bytes()).decode()
         self.client = DuplexTalkClient(self.link, self.voice, self.speaker,
-                                       DuplexOptions(PRESETS[preset], ref, echo_gate=False), self.view)
+                                       DuplexOptions(PRESETS[preset], ref, echo_gate=False), self.view,
+                                       models=TURN_MODELS)
 
     async def __aenter__(self) -> "Duplex":
         self.task = asyncio.create_task(self.client.run(self.stop))

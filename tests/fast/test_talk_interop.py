@@ -21,6 +21,7 @@ from omnicli.talk.speakers import FileSpeaker
 from omnicli.talk.transport import LocalTransport, WebSocketTransport
 from omnicli.turns.talk_modes import ClientVAD, ServerVAD
 from tests.helpers.cli_harness import omni
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import run, silence, speech, speech_file
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
 from tests.helpers.server_harness import free_port, uvicorn_thread
@@ -135,7 +136,7 @@ def test_a_sent_turn_the_server_never_answers_ends_the_talk():
     async def go(url: str):
         voice, stop = Voice(), asyncio.Event()
         client = TalkClient(WebSocketTransport(url, None, None), voice, FileSpeaker(),
-                            TalkOptions(turns="client", answer_timeout=0.3), Quiet(), Log())
+                            TalkOptions(turns="client", answer_timeout=0.3), Quiet(), Log(), TURN_MODELS)
         voice.say(np.concatenate([speech(), silence(0.8)]))
         await client.run(stop)
 
@@ -148,8 +149,8 @@ def test_server_turns_stay_where_the_server_took_them(turns, kind):
     """omni's own session confirms `turn_detection` (silence or semantic): no fallback, no note."""
     async def go():
         voice, stop, notes, log = Voice(), asyncio.Event(), Quiet(), Log()
-        client = TalkClient(LocalTransport(ScriptedEngine()), voice, FileSpeaker(), TalkOptions(turns=turns),
-                            notes, log)
+        client = TalkClient(LocalTransport(ScriptedEngine(), models=TURN_MODELS), voice, FileSpeaker(),
+                            TalkOptions(turns=turns), notes, log, TURN_MODELS)
         task = asyncio.create_task(client.run(stop))
         updated = await log.until("in", "session.updated")
         voice.say(silence(0.2))
@@ -193,7 +194,7 @@ def test_the_fallback_turns_are_client_vad():
     async def go(url: str):
         voice, stop, notes, log = Voice(), asyncio.Event(), Quiet(), Log()
         client = TalkClient(WebSocketTransport(url, None, None), voice, FileSpeaker(), TalkOptions(turns="server"),
-                            notes, log)
+                            notes, log, TURN_MODELS)
         task = asyncio.create_task(client.run(stop))
         voice.say(np.concatenate([speech(), silence(0.8)]))
         await log.until("in", "response.done")
@@ -215,8 +216,8 @@ def test_the_end_of_speech_a_server_reports_is_read_with_its_position_else_500_m
     assert dialects.read({"type": "input_audio_buffer.speech_stopped"}).audio_end_ms is None
 
     async def go():
-        return TalkClient(LocalTransport(ScriptedEngine()), Voice(), FileSpeaker(), TalkOptions(turns="server"),
-                          Quiet(), Log())
+        return TalkClient(LocalTransport(ScriptedEngine(), models=TURN_MODELS), Voice(), FileSpeaker(),
+                          TalkOptions(turns="server"), Quiet(), Log(), TURN_MODELS)
 
     assert run(go())._speech_end_at(None, 10.0) == 9.5  # noqa: SLF001 - server VAD's default silence
 

@@ -18,6 +18,7 @@ from omnicli.talk.latency import TurnTiming, summary
 from omnicli.talk.state import TalkState
 from omnicli.talk.transport import LocalTransport
 from omnicli.talk.view import LiveView
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import run, silence, speech
 from tests.helpers.scripted import Hold, ScriptedEngine, answer, tone
 from tests.helpers.talk_harness import FRAME, Device, Log, Recorder, Talk, Voice
@@ -69,7 +70,7 @@ def test_nothing_is_heard_and_no_key_acts_until_the_session_is_ready():
     async def go():
         voice, log, stop = Voice(), Log(), asyncio.Event()
         transport = SlowToLoad(ScriptedEngine())
-        client = TalkClient(transport, voice, Device(), TalkOptions(turns="ptt"), Recorder(), log)
+        client = TalkClient(transport, voice, Device(), TalkOptions(turns="ptt"), Recorder(), log, TURN_MODELS)
         task = asyncio.create_task(client.run(stop))
         await asyncio.sleep(0)
         loading = client.state.label

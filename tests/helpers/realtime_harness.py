@@ -13,7 +13,9 @@ import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.talk.transport import LocalTransport
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import ScriptedEngine
 
 SAFETY_S = 10
@@ -62,9 +64,10 @@ def run(coro):
 class Session:
     """`async with Session(engine) as s`: a started session; `s.seen` holds every event read."""
 
-    def __init__(self, engine: ScriptedEngine | None = None, scheduler: AnswerScheduler | None = None) -> None:
+    def __init__(self, engine: ScriptedEngine | None = None, scheduler: AnswerScheduler | None = None,
+                 models: TurnModels | None = None) -> None:
         self.engine = engine or ScriptedEngine()
-        self.transport = LocalTransport(self.engine, scheduler)
+        self.transport = LocalTransport(self.engine, scheduler, models or TURN_MODELS)
         self.seen: list[dict] = []
         self._events = None
 

@@ -17,6 +17,7 @@ from omnicli.talk.duplex.options import DuplexOptions
 from omnicli.talk.duplex.presets import PRESETS
 from omnicli.talk.speakers import FileSpeaker
 from omnicli.talk.transport import LocalTransport
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import ScriptedEngine
 
 FRAME = SPEECH_RATE * 40 // 1000
@@ -189,8 +190,8 @@ class Talk:
         self.voice, self.log, self.stop = Voice(), Log(), asyncio.Event()
         self.speaker = speaker or FileSpeaker()
         self.view = view or Quiet()
-        self.client = TalkClient(transport or LocalTransport(engine), self.voice, self.speaker,
-                                 TalkOptions(turns=turns, echo_gate=echo_gate), self.view, self.log)
+        self.client = TalkClient(transport or LocalTransport(engine, models=TURN_MODELS), self.voice, self.speaker,
+                                 TalkOptions(turns=turns, echo_gate=echo_gate), self.view, self.log, TURN_MODELS)
 
     async def __aenter__(self) -> "Talk":
         """Once the session is ready (the client opened the mic)."""
@@ -241,4 +242,4 @@ def duplex_talker(url: str, *, echo_gate: bool = True) -> tuple[Voice, Log, Dupl
     voice, log = Voice(), Log()
     link = DuplexLink(url, None, None, log=log.write, backoff=Backoff(low=0.05))
     options = DuplexOptions(PRESETS["default"], echo_gate=echo_gate)
-    return voice, log, link, DuplexTalkClient(link, voice, FileSpeaker(), options, Quiet())
+    return voice, log, link, DuplexTalkClient(link, voice, FileSpeaker(), options, Quiet(), models=TURN_MODELS)

@@ -78,6 +78,7 @@ async def ptt(script: str, clip: str) -> int:
     from omnicli.talk.client import TalkOptions
     from omnicli.talk.transport import LocalTransport
     from omnicli.talk.view import EventLog
+    from omnicli.turns.models import TurnModels
     from tests.helpers.talk_harness import LoopedVoice, PacedSpeaker
 
     if clip == "silence":
@@ -85,8 +86,9 @@ async def ptt(script: str, clip: str) -> int:
     else:
         samples, _ = decode(Path(clip).read_bytes())
         samples = np.concatenate([samples, np.zeros(24000, np.float32)])
-    _, code = await converse(LocalTransport(SCRIPTS[script]()), LoopedVoice(samples), PacedSpeaker(),
-                             TalkOptions(turns="ptt"), EventLog(None))
+    models = TurnModels()
+    _, code = await converse(LocalTransport(SCRIPTS[script](), models=models), LoopedVoice(samples), PacedSpeaker(),
+                             TalkOptions(turns="ptt"), EventLog(None), models)
     return code
 
 

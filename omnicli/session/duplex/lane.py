@@ -32,6 +32,7 @@ from omnicli.session.duplex.streamed_answer import DuplexResponse
 from omnicli.session.duplex.wire import f32le_as_pcm16, parse_event
 from omnicli.session.settings import SERVER_VAD_DEFAULTS, SessionSettings, with_served_voice
 from omnicli.turns.continuous import DuplexInput, Heard, sounds_finished
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.vad import TurnEvent
 
@@ -45,7 +46,8 @@ class DuplexSession(Lifeline):
     """One full-duplex session (vLLM-Omni's duplex contract); it outlives its socket for a resume."""
 
     def __init__(self, engine: Engine, *, session_id: str, model_id: str, capabilities: dict, grace_s: float,
-                 semantic: bool, on_end: Callable[[Lifeline], None], scheduler: AnswerScheduler, served: bool = True) -> None:
+                 semantic: bool, on_end: Callable[[Lifeline], None], scheduler: AnswerScheduler, models: TurnModels,
+                 served: bool = True) -> None:
         super().__init__(session_id, grace_s=grace_s, on_end=on_end)
         self.engine = engine
         self.scheduler = scheduler
@@ -59,7 +61,7 @@ class DuplexSession(Lifeline):
         self.settings = SessionSettings(model_id)
         self.core = ConversationCore(engine, self.settings, scheduler, lambda: self.closed)
         self.conversation = self.core.conversation
-        self.input = DuplexInput(engine, self._lock, self._late_turns, scheduler)
+        self.input = DuplexInput(engine, self._lock, self._late_turns, scheduler, models)
         self.input.turn_end.on_heard(self._read_ahead)
         self.ledgers = Ledgers()
         self.items = ItemEvents(self.core, self.ledgers, self.emit, self._meta)
@@ -276,7 +278,7 @@ class DuplexSession(Lifeline):
         if create is True or (create is None and self.config.auto_response):
             await self._respond()
         elif create is False:
-            if await sounds_finished(samples):
+            if await sounds_finished(samples, self.input.turn_end.models.smart_turn):
                 await self._respond()
             else:
                 await self._listen("turn_incomplete")

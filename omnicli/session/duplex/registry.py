@@ -23,6 +23,7 @@ from omnicli.session.conversation import new_id
 from omnicli.session.duplex.lane import DuplexSession
 from omnicli.session.duplex.lifeline import Attachment, Lifeline
 from omnicli.session.duplex.wire import parse_event
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.vad import CHUNK, VAD_RATE
 
@@ -57,10 +58,11 @@ class DuplexRegistry:
     """The server's duplex sessions: admission, the opening handshake, resume and shutdown."""
 
     def __init__(self, engine: Engine, *, model_id: str, max_sessions: int = MAX_SESSIONS,
-                 scheduler: AnswerScheduler, grace_s: float = DISCONNECT_GRACE_S, served: bool = True,
+                 scheduler: AnswerScheduler, models: TurnModels, grace_s: float = DISCONNECT_GRACE_S, served: bool = True,
                  resumable: bool = True) -> None:
         self.engine = engine
         self.scheduler = scheduler
+        self.models = models
         self.model_id = model_id
         self.max_sessions = max_sessions
         self.grace_s = grace_s
@@ -72,10 +74,8 @@ class DuplexRegistry:
     async def _semantic_turns(self) -> bool:
         """Smart Turn when it loads (once per process); silence-based turns otherwise."""
         if self._semantic is None:
-            from omnicli.turns import smart_turn
-
             try:
-                await asyncio.to_thread(smart_turn.load)
+                await asyncio.to_thread(self.models.smart_turn.load)
                 self._semantic = True
             except OmniError as exc:
                 log.warning("duplex: Smart Turn is not available (%s); turns end on silence", exc)
@@ -110,7 +110,8 @@ class DuplexRegistry:
                 ErrorCode.INVALID_EVENT, f"duplex session {session_id} is open; resume it with session.resume"))
         session = DuplexSession(self.engine, session_id=session_id, model_id=self.model_id, served=self.served,
                                 capabilities=capabilities(self.max_sessions, resumable=self.resumable), grace_s=self.grace_s,
-                                semantic=await self._semantic_turns(), on_end=self._ended, scheduler=self.scheduler)
+                                semantic=await self._semantic_turns(), on_end=self._ended, scheduler=self.scheduler,
+                                models=self.models)
         self.sessions[session_id] = session  # the slot is taken before the first await on the session
         try:
             await session.open(attachment, update)

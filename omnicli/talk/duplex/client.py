@@ -48,6 +48,7 @@ from omnicli.turns.modes import TurnMode
 from omnicli.turns.talk_modes import BargeIn
 
 if TYPE_CHECKING:
+    from omnicli.turns.models import TurnModels
     from omnicli.turns.vad import TurnDetector
 
 log = logging.getLogger("omni")
@@ -74,11 +75,12 @@ class ResponsesCut:
 class DuplexTalkClient(TalkLoop[ResponsesCut]):
     """The full-duplex talk: the microphone streams to the session all along, answers play as they come."""
 
-    def __init__(self, link: DuplexLink, source, speaker, options: DuplexOptions, view, log=None) -> None:
+    def __init__(self, link: DuplexLink, source, speaker, options: DuplexOptions, view, log=None,
+                 models: "TurnModels | None" = None) -> None:
         """`log`: the event log (`--transcript`), where each answer's playing is noted."""
         state = TalkState(TurnMode.CLIENT if options.turns == TurnMode.SMART else options.turns, view,
                           realtime_speaker=speaker.realtime, notes=None if log is None else lambda note: log.write("note", note))
-        super().__init__(source, speaker, view, state, echo_gate=options.echo_gate)
+        super().__init__(source, speaker, view, state, echo_gate=options.echo_gate, models=models)
         self.link = link
         self.options = options
         self.encoder = InputEncoder(options.preset)
@@ -169,7 +171,7 @@ class DuplexTalkClient(TalkLoop[ResponsesCut]):
     def _make_detector(self) -> "TurnDetector":
         from omnicli.turns.vad import TurnDetector
 
-        return TurnDetector(SPEECH_RATE, silence_ms=_SILENCE_MS, semantic=self.options.turns == TurnMode.SMART)
+        return TurnDetector(SPEECH_RATE, self.models, silence_ms=_SILENCE_MS, semantic=self.options.turns == TurnMode.SMART)
 
     def _answering(self) -> bool:
         return self.active is not None

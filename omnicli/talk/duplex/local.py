@@ -16,6 +16,7 @@ from omnicli.session.duplex.lane import DuplexSession
 from omnicli.session.duplex.lifeline import Attachment
 from omnicli.session.duplex.registry import DuplexRegistry
 from omnicli.talk.duplex.link import DuplexLink
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 
 MODEL_ID = "omni-embedded"
@@ -63,8 +64,9 @@ class LocalDuplexSocket:
         await self._attachment.close()
 
 
-def local_link(engine: Engine, model: str | None, log: Callable[[str, dict], None]) -> DuplexLink:
-    """A link to a one-session duplex lane over `engine`, in this process."""
+def local_link(engine: Engine, model: str | None, log: Callable[[str, dict], None],
+               models: TurnModels | None = None) -> DuplexLink:
+    """A link to a one-session duplex lane over `engine`, in this process (with the talk's turn-taking `models`)."""
     registry = DuplexRegistry(engine, model_id=model or MODEL_ID, max_sessions=1, scheduler=AnswerScheduler(),
-                              served=False, resumable=False)
+                              models=models or TurnModels(), served=False, resumable=False)
     return DuplexLink("in-process", None, model, log=log, socket=lambda: LocalDuplexSocket(registry))

@@ -1,0 +1,20 @@
+"""The turn-taking models of one process: Silero VAD, Smart Turn and the words check, each loaded
+on first use. Whoever starts the process (`omni serve`'s app, `omni talk`) makes one `TurnModels`
+and passes it to every session, detector and client that hears turns, so they share one copy of
+each model, and a test can pass its own."""
+
+from omnicli.turns.smart_turn import SmartTurn
+from omnicli.turns.text_turn import WordsCheck
+from omnicli.turns.vad import SileroModel
+
+
+class TurnModels:
+    """Silero VAD, Smart Turn and the words check, one of each for a whole process."""
+
+    def __init__(self) -> None:
+        self.silero = SileroModel()
+        """Speech or not, every 32 ms."""
+        self.smart_turn = SmartTurn()
+        """Whether a pause sounds like the end of a turn."""
+        self.words = WordsCheck()
+        """Whether the words heard so far read finished."""
