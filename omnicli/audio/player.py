@@ -6,8 +6,9 @@ seamless. The stream starts once ~100 ms are buffered, and ends after the last s
 
 ALSA reports its own troubles (an underrun when the callback ran late) by printing straight to
 fd 2, which lands in the middle of a progress bar; omni routes those messages to its debug log
-and counts underruns from the callback's status flags instead (`underruns`), for the caller to
-report once, in words.
+and counts underruns itself instead (`underruns`), for the caller to report once, in words: from
+the callback's status flags, and from the callback's own lateness, since PortAudio does not
+always flag an underrun (the whole process stopped for a while, for one).
 """
 
 import asyncio
@@ -26,6 +27,8 @@ from omnicli.errors import AudioDeviceError
 _PREBUFFER_SECONDS = 0.1
 _TAIL_PADDING_SECONDS = 0.1  # devices drop the last few ms of a stream; pad so speech is not cut
 _FINISH_POLL_SECONDS = 0.05
+_LATE_MARGIN_SECONDS = 0.05
+"""A callback later than the audio the device still held, by more than this, means it ran dry."""
 log = logging.getLogger("omni")
 
 
@@ -70,6 +73,8 @@ class Player:
         self.underruns = 0
         """Times the device ran dry because the callback came late (a dropout the listener heard)."""
         self._underflowing = False
+        self._last_callback: tuple[float, int] | None = None
+        """When the last callback ran, and the frames it wrote."""
         self._done = threading.Event()
 
     def start(self) -> None:
@@ -103,10 +108,21 @@ class Player:
             self._started = True
             self._stream.start()
 
-    def _callback(self, outdata, frames, time, status) -> None:
-        if status.output_underflow and not self._underflowing:
+    def _ran_dry(self, frames: int, flagged: bool) -> bool:
+        """Whether the device ran out of audio before this callback: PortAudio says so, or the
+        callback came later than the last one's audio and the device's own buffer could last."""
+        now, last = time.monotonic(), self._last_callback
+        self._last_callback = (now, frames)
+        if last is None:
+            return flagged
+        then, written = last
+        return flagged or now - then > written / self.device_rate + self._stream.latency + _LATE_MARGIN_SECONDS
+
+    def _callback(self, outdata, frames, timing, status) -> None:
+        dry = self._ran_dry(frames, status.output_underflow)
+        if dry and not self._underflowing:
             self.underruns += 1  # one dropout, however many callbacks it spans
-        self._underflowing = status.output_underflow
+        self._underflowing = dry
         out = outdata[:, 0]
         filled = 0
         with self._lock:
