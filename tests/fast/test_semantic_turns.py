@@ -298,7 +298,7 @@ def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that
             await _append_all(s, audio[:_at_the_pause(audio)])
             await _decided(s)
             await _append_all(s, audio[_at_the_pause(audio):])
-            await asyncio.sleep(1.0)
+            await _decided(s)  # the follow-up's own pause too
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all events carried out
             return [e["type"] for e in s.seen[mark:]].count("input_audio_buffer.committed")
 
