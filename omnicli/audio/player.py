@@ -29,6 +29,9 @@ _TAIL_PADDING_SECONDS = 0.1  # devices drop the last few ms of a stream; pad so 
 _FINISH_POLL_SECONDS = 0.05
 _LATE_MARGIN_SECONDS = 0.05
 """A callback later than the audio the device still held, by more than this, means it ran dry."""
+_STARTING_LATENCIES = 2
+"""PortAudio may flag an underflow in a stream's first moments, its buffer full (the device
+starting): within this many of the device's latencies of audio played, the flag is not a dropout."""
 log = logging.getLogger("omni")
 
 
@@ -109,14 +112,17 @@ class Player:
             self._stream.start()
 
     def _ran_dry(self, frames: int, flagged: bool) -> bool:
-        """Whether the device ran out of audio before this callback: PortAudio says so, or the
-        callback came later than the last one's audio and the device's own buffer could last."""
+        """Whether the device ran out of audio before this callback: PortAudio says so (except as
+        the device starts: it flags an underflow there with the buffer full), or the callback came
+        later than the last one's audio and the device's own buffer could last."""
         now, last = time.monotonic(), self._last_callback
         self._last_callback = (now, frames)
+        starting = self.played_frames < _STARTING_LATENCIES * self._stream.latency * self.device_rate
         if last is None:
-            return flagged
+            return flagged and not starting
         then, written = last
-        return flagged or now - then > written / self.device_rate + self._stream.latency + _LATE_MARGIN_SECONDS
+        late = now - then > written / self.device_rate + self._stream.latency + _LATE_MARGIN_SECONDS
+        return (flagged and not starting) or late
 
     def _callback(self, outdata, frames, timing, status) -> None:
         dry = self._ran_dry(frames, status.output_underflow)
