@@ -14,6 +14,7 @@ stage's own time called alone.
     python benchmarks/realtime_client.py --modes server_vad --questions 10
     python benchmarks/realtime_client.py --no-floor                      # skip the stages called alone
     python benchmarks/realtime_client.py --modes server_vad --trace      # each stage's timeline too
+    python benchmarks/realtime_client.py --trace --each-turn             # and each turn's own
 """
 
 import argparse
@@ -161,6 +162,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--no-floor", action="store_true")
     parser.add_argument("--trace", action="store_true", help="the server in this process: each stage's timeline")
+    parser.add_argument("--each-turn", action="store_true", help="with --trace: each turn's own timeline too")
     args = parser.parse_args()
     asked = QUESTIONS[:args.questions]
     say = voice()
@@ -180,7 +182,8 @@ def main() -> None:
                 turns = asyncio.run(ask_all(url, mode, clips))
                 report(llm, mode, turns, asked, floor)
                 if args.trace:
-                    trace.report([(t.quiet_at, t.first_audio_at) for t in turns if t.waited is not None], floors)
+                    trace.report([(t.quiet_at, t.first_audio_at) for t in turns if t.waited is not None], floors,
+                                 each_turn=args.each_turn)
 
 
 def report(llm: str, mode: str, turns: list[Turn], asked: list[tuple[str, list[str]]], floor: float | None) -> None:

@@ -34,13 +34,14 @@ class StageTrace:
         self.read: list[int] = []
         """Tokens of each prompt read (what the model's cache did not hold already)."""
         evaluate = llama_cpp.Llama.eval
+        thinker = engine.stages.thinker
 
         def traced_eval(llm, tokens):  # a prompt is read in one call (its end: the first token), then a token a call
             start = time.monotonic()
             try:
                 return evaluate(llm, tokens)
             finally:
-                if len(tokens) > 1:
+                if len(tokens) > 1 and llm is thinker.load():  # the thinker's, not the words check's
                     self.read.append(len(tokens))
                     self.spans.append((PROMPT, start, time.monotonic()))
 
@@ -64,10 +65,12 @@ class StageTrace:
                 self.spans.append((name, start, time.monotonic()))
         return timed
 
-    def report(self, turns: list[tuple[float, float]], floors: dict[str, list[float]] | None = None) -> None:
+    def report(self, turns: list[tuple[float, float]], floors: dict[str, list[float]] | None = None,
+               each_turn: bool = False) -> None:
         """Per stage, its first run from 0.4 s before each turn's quiet to its first audio, start ->
         end in ms after the voice went quiet, p50 over the turns. `turns`: (when the voice went
-        quiet, when the turn's first audio came), monotonic; `floors`: seconds per stage name."""
+        quiet, when the turn's first audio came), monotonic; `floors`: seconds per stage name;
+        `each_turn`: each turn's own timeline first (p50s of separate stages need not add up)."""
         rows: dict[str, list[tuple[float, float]]] = {}
         for quiet, until in turns:
             first: dict[str, tuple[float, float]] = {}
@@ -76,6 +79,9 @@ class StageTrace:
                     first[name] = (start - quiet, end - quiet)
             for name, span in first.items():
                 rows.setdefault(name, []).append(span)
+            if each_turn:
+                print("  turn: " + ", ".join(f"{name.strip()} {a * 1000:.0f}-{b * 1000:.0f}"
+                                             for name, (a, b) in sorted(first.items(), key=lambda item: item[1])))
         print("  when each stage ran, ms after the voice went quiet (p50 of its start -> of its end; turns),"
               " and the stage called alone (p50 ms):")
         for name, spans in rows.items():
