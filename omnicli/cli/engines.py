@@ -119,6 +119,12 @@ class Engines:
     http: Any = None
     """An httpx transport every server connection uses (tests: `httpx.MockTransport`)."""
 
+    def turn_models(self) -> "TurnModels":
+        """The turn-taking models (Silero, Smart Turn, the words check) for the process, each loaded on first use."""
+        from omnicli.turns.models import TurnModels
+
+        return TurnModels()
+
     def engine(self, choice: EngineChoice) -> Engine:
         """The engine a command's options choose: in process, on servers, or stages split between them."""
         check_runtime(choice)

@@ -92,6 +92,7 @@ def serve(
         max_duplex_sessions=max_duplex_sessions,
         max_realtime_sessions=max_realtime_sessions,
         duplex_grace_s=duplex_grace_s,
+        turn_models=factory.turn_models(),
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))

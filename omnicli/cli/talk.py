@@ -125,9 +125,7 @@ async def _talk(factory, connection, options, input_file, output_file, transcrip
         stack.callback(speaker.close)
         from omnicli.cli.engines import EngineChoice
         from omnicli.talk.duplex.options import DuplexOptions, duplex_if_offered, duplex_link
-        from omnicli.turns.models import TurnModels
-
-        models = TurnModels()  # one copy of the turn-taking models, for the talk and its session
+        models = factory.turn_models()  # one copy, for the talk and its in-process session
 
         choice = EngineChoice(connection, llm=llm, asr_model=asr_model, stages=servers, thinker=thinker)
         if isinstance(options, DuplexOptions) and connection.server:

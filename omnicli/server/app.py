@@ -33,9 +33,10 @@ DEFAULT_MAX_BODY = 64 * 1024 * 1024
 def create_app(
     engine: Engine, *, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY, preload: bool = True,
     max_duplex_sessions: int = MAX_SESSIONS, duplex_grace_s: float = DISCONNECT_GRACE_S,
-    max_realtime_sessions: int | None = None,
+    max_realtime_sessions: int | None = None, turn_models: TurnModels | None = None,
 ) -> FastAPI:
-    """The server's app; `max_realtime_sessions` None: sized to the machine (server/session_slots.py)."""
+    """The server's app; `max_realtime_sessions` None: sized to the machine (server/session_slots.py);
+    `turn_models` None: Silero, Smart Turn and the words check, each loaded on first use."""
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         if preload:
@@ -53,7 +54,7 @@ def create_app(
     app.state.realtime_slots = SessionSlots(default_limit() if max_realtime_sessions is None else max_realtime_sessions)
     app.state.heap = HeapTrimmer()
     app.state.scheduler = AnswerScheduler()
-    app.state.turn_models = TurnModels()
+    app.state.turn_models = turn_models or TurnModels()
     app.state.duplex = DuplexRegistry(engine, model_id=MODEL_ID, max_sessions=max_duplex_sessions,
                                       scheduler=app.state.scheduler, models=app.state.turn_models, grace_s=duplex_grace_s)
     install_error_handlers(app)

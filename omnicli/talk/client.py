@@ -350,6 +350,7 @@ class TalkClient(TalkLoop[AnswerCut]):
         self._next_audio_starts = True
         if not cut_off:
             self.awaiting_answer = False
+            self._check_playback()  # audio heard since the last poll counts before the answer closes
             self.state.answer_done(status, self.speaker.buffered_seconds)
 
     def _check_playback(self) -> None:

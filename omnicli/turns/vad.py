@@ -10,7 +10,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,11 +36,11 @@ class SileroModel:
     (the session keeps no state between calls: each `SileroVAD` keeps its own)."""
 
     def __init__(self) -> None:
-        self._session = None
+        self._session: Any = None
         self._lock = threading.Lock()
 
-    def session(self):
-        """The onnxruntime session, on one thread."""
+    def load(self) -> None:
+        """Make the onnxruntime session now (on one thread), not at the first audio."""
         with self._lock:
             if self._session is None:
                 import onnxruntime
@@ -51,14 +51,23 @@ class SileroModel:
                 self._session = onnxruntime.InferenceSession(
                     str(_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
                 )
-            return self._session
+
+    def speech_probability(self, window: np.ndarray, state: np.ndarray) -> tuple[float, np.ndarray]:
+        """The probability that the last 32 ms of `window` (1, 64 + 512 samples at 16 kHz: context,
+        then the chunk) is speech, and the model's state after it."""
+        self.load()
+        prob, state = self._session.run(
+            None, {"input": window, "state": state, "sr": np.array(VAD_RATE, dtype=np.int64)}
+        )
+        return float(prob[0, 0]), state
 
 
 class SileroVAD:
     """Speech probability for each 32 ms of audio fed in, at any input rate."""
 
     def __init__(self, rate: int, model: SileroModel) -> None:
-        self._session = model.session()
+        model.load()  # fail now, not at the first audio
+        self._model = model
         self._resampler = StreamResampler(rate, VAD_RATE)
         self._pending = np.zeros(0, dtype=np.float32)
         self.reset()
@@ -79,11 +88,9 @@ class SileroVAD:
         while len(self._pending) >= CHUNK:
             chunk, self._pending = self._pending[:CHUNK], self._pending[CHUNK:]
             x = np.concatenate([self._context, chunk[None, :]], axis=1)
-            prob, self._state = self._session.run(
-                None, {"input": x, "state": self._state, "sr": np.array(VAD_RATE, dtype=np.int64)}
-            )
+            prob, self._state = self._model.speech_probability(x, self._state)
             self._context = x[:, -_CONTEXT:]
-            out.append((chunk, float(prob[0, 0])))
+            out.append((chunk, prob))
         return out
 
 

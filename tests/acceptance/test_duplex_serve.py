@@ -15,9 +15,10 @@ from websockets.asyncio.client import connect
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16, pcm16_to_float, resample
+from tests.helpers.clips import quiet
 from tests.helpers.omni_processes import start_server
 from tests.helpers.speech_check import cer, wer
-from tests.helpers.turn_speech import quiet, say
+from tests.helpers.turn_speech import say
 
 QUESTION = "What is the capital of France?"
 STORY = "Tell me a short story about a cat in three sentences."

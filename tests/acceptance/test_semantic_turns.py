@@ -7,7 +7,8 @@ import asyncio
 import numpy as np
 
 from tests.acceptance.test_realtime_server import pcm_b64, raw_session
-from tests.helpers.turn_speech import QUESTION, UNFINISHED, paused, quiet, say
+from tests.helpers.clips import quiet
+from tests.helpers.turn_speech import QUESTION, UNFINISHED, paused, say
 
 BUFFER_EVENTS = ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "input_audio_buffer.committed")
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from tests.helpers.cli_harness import CLEAN_ENV
-from tests.helpers.realtime_harness import speech_file
 from tests.helpers.scripted import ScriptedEngine
+from tests.helpers.turn_speech import speech_file
 from tests.helpers.vllm_realtime_shape import VllmTurnBasedShape, served
 
 

@@ -21,8 +21,9 @@ import soundfile as sf
 from omnicli.talk import state as states
 from tests.helpers.cli_harness import CLEAN_ENV
 from tests.helpers.pty_screen import Terminal
-from tests.helpers.realtime_harness import silence, speech, speech_file
+from tests.helpers.realtime_harness import silence
 from tests.helpers.talk_harness import borders, meter, recorded, status
+from tests.helpers.turn_speech import speech, speech_file
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = str(ROOT / "tests" / "helpers" / "talk_screen_runner.py")

@@ -17,8 +17,9 @@ import pytest
 import soundfile as sf
 
 from tests.helpers.cutting_proxy import CuttingProxy
-from tests.helpers.realtime_harness import silence, speech
+from tests.helpers.realtime_harness import silence
 from tests.helpers.talk_harness import duplex_talker
+from tests.helpers.turn_speech import speech
 
 HERE = Path(__file__).resolve().parent
 OVERLAY = Path.home() / ".cache" / "omni" / "vllm-omni-duplex"

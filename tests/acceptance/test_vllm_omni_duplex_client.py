@@ -13,8 +13,9 @@ import soundfile as sf
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import resample
 from tests.fast.test_talk_duplex_serve import SAFETY_S, serving
-from tests.helpers.realtime_harness import silence, speech
+from tests.helpers.realtime_harness import silence
 from tests.helpers.scripted import ScriptedEngine, answer
+from tests.helpers.turn_speech import speech
 
 DRIVER = Path(__file__).resolve().parents[1] / "helpers" / "vllm_duplex_driver.py"
 

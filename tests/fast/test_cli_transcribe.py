@@ -10,6 +10,7 @@ import pytest
 from omnicli.audio.formats import AudioFormat, encode
 from omnicli.engine.base import Transcript
 from tests.helpers.cli_harness import ScriptedEngines, omni
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import ScriptedEngine
 from tests.helpers.stage_fakes import StageEngines, clip, whisper_server
 
@@ -133,7 +134,7 @@ def test_against_omni_serve_words_come_through(wav):
 
     served = ScriptedEngine(transcripts=["hello world"])
     engines = StageEngines(whisper_server())
-    engines.http = httpx.ASGITransport(app=create_app(served, preload=False))
+    engines.http = httpx.ASGITransport(app=create_app(served, preload=False, turn_models=TURN_MODELS))
     result = omni("transcribe", wav(), "--server", "http://omni.test", "-m", "omni-embedded", "-f", "verbose_json", "--words",
                   engines=engines)
     assert result.exit_code == 0, result.stderr

@@ -1,7 +1,7 @@
 """`omni serve`'s duplex lane (`/v1/realtime?duplex=1`) through the real ASGI app over a scripted
 engine, with sockets driven in memory at the ASGI level (so a test can drop one mid-answer), the
-real Silero and Smart Turn hearing real Piper speech at 16 kHz. Assertions are on events, their
-order and their `server_event_seq`, never on timings."""
+stand-in turn models (tests/helpers/models.py) hearing synthetic speech at 16 kHz. Assertions are on
+events, their order and their `server_event_seq`, never on timings."""
 
 import asyncio
 import base64
@@ -15,8 +15,10 @@ from omnicli.audio.pcm import float_to_pcm16, resample
 from omnicli.engine.base import ChatRequest
 from omnicli.protocol.duplex import Capabilities
 from omnicli.server.app import create_app
+from tests.helpers.clips import quiet
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import Hold, ScriptedEngine, SlowToBegin, answer, tone
-from tests.helpers.turn_speech import QUESTION, UNFINISHED, paused, quiet, say, spoken
+from tests.helpers.synthetic_speech import QUESTION, UNFINISHED, paused, say, spoken
 
 SAFETY_S = 30
 """Only so a broken test fails instead of hanging; never reached when the code works."""
@@ -105,7 +107,7 @@ async def connect(app, session: dict | None = None, query: str = "duplex=1") -> 
 
 def run(test, engine: ScriptedEngine | None = None, **options):
     async def main():
-        app = create_app(engine or ScriptedEngine(chat=ANSWER), preload=False, **options)
+        app = create_app(engine or ScriptedEngine(chat=ANSWER), preload=False, turn_models=TURN_MODELS, **options)
         try:
             return await asyncio.wait_for(test(app), 4 * SAFETY_S)
         finally:

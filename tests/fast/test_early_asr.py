@@ -1,7 +1,7 @@
 """Hearing a turn before its commit: an eager pause starts a transcript only while no other early
 transcript runs (one talker: the ASR is idle), a longer pause starts one in any case; what was
 heard early is the commit's transcript when only silence came after, and the engine is offered
-the request its answer will make. Real Silero on real speech."""
+the request its answer will make. The stand-in VAD on synthetic speech (tests/helpers/models.py)."""
 
 import asyncio
 
@@ -12,8 +12,9 @@ from omnicli.engine.base import ChatRequest
 from omnicli.turns.early_transcript import EarlyTranscriber
 from omnicli.turns.scheduler import AnswerScheduler
 from tests.helpers.models import TURN_MODELS
-from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, speech, user_text
+from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, user_text
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
+from tests.helpers.synthetic_speech import speech
 
 
 class SlowEars(ScriptedEngine):
@@ -46,7 +47,7 @@ def test_an_eager_pause_waits_for_an_idle_asr_and_a_long_pause_does_not():
         scheduler = AnswerScheduler()  # both sessions in one process
         first, second = EarlyTranscriber(engine, scheduler, TURN_MODELS), EarlyTranscriber(engine, scheduler, TURN_MODELS)
         first_pcm, second_pcm = bytearray(), bytearray()
-        hear(first, first_pcm, np.concatenate([spoken(), silence(0.2)]))  # an eager pause (Silero: ~100 ms of it)
+        hear(first, first_pcm, np.concatenate([spoken(), silence(0.2)]))  # an eager pause
         await asyncio.sleep(0.05)
         started_alone = engine.asked
         hear(second, second_pcm, np.concatenate([spoken(), silence(0.2)]))  # the same, while the first runs

@@ -14,6 +14,7 @@ from omnicli.client.remote import RemoteEngine
 from omnicli.engine.base import ChatRequest, Message, SpeechRequest, TextDelta, TextPart
 from omnicli.errors import ServerError
 from omnicli.server.app import create_app
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import Hold, ScriptedEngine, answer, tone
 
 
@@ -26,7 +27,7 @@ class Hosts(httpx.AsyncBaseTransport):
         self.servers = {}
         for host, server in servers.items():
             if isinstance(server, ScriptedEngine):
-                self.servers[host] = httpx.ASGITransport(app=create_app(server, preload=False))
+                self.servers[host] = httpx.ASGITransport(app=create_app(server, preload=False, turn_models=TURN_MODELS))
             else:
                 self.servers[host] = httpx.MockTransport(server)
         self.down: set[str] = set()

@@ -13,12 +13,13 @@ from omnicli.session.turn_based import RealtimeSession
 from omnicli.turns.early_transcript import EarlyTranscriber
 from omnicli.turns.input_buffer import InputBuffer
 from tests.fast.test_duplex_lane import SAFETY_S, Socket
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import ScriptedEngine
 
 
 def run(test, **options):
     async def main():
-        app = create_app(ScriptedEngine(), preload=False, **options)
+        app = create_app(ScriptedEngine(), preload=False, turn_models=TURN_MODELS, **options)
         return await asyncio.wait_for(test(app), SAFETY_S)
 
     return asyncio.run(main())

@@ -12,8 +12,9 @@ from omnicli.engine.base import DEFAULT_MAX_TOKENS, AudioPart, ChatRequest, Text
 from omnicli.errors import ContextWindowError, OmniError
 from omnicli.session.settings import DEFAULT_INSTRUCTIONS
 from tests.helpers.models import TURN_MODELS
-from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, speech, user_text
+from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, user_text
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
+from tests.helpers.synthetic_speech import speech
 
 LIFECYCLE_AUDIO = [
     "response.created", "conversation.item.added", "response.output_item.added", "response.content_part.added",

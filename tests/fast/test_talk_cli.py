@@ -11,8 +11,8 @@ from omnicli.turns.talk_modes import ClientVAD
 from tests.helpers.cli_harness import ScriptedEngines
 from tests.helpers.cli_harness import omni as omni_app
 from tests.helpers.models import TURN_MODELS
-from tests.helpers.realtime_harness import speech_file
 from tests.helpers.scripted import ScriptedEngine, answer
+from tests.helpers.synthetic_speech import speech_file
 from tests.helpers.talk_harness import Log, Quiet, Voice
 
 

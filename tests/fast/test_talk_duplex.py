@@ -23,8 +23,9 @@ from omnicli.turns.scheduler import AnswerScheduler
 from tests.helpers.cli_harness import ScriptedEngines, omni
 from tests.helpers.minicpmo_shape import MiniCPMoShape, delta_level
 from tests.helpers.models import TURN_MODELS
-from tests.helpers.realtime_harness import silence, speech, speech_file
+from tests.helpers.realtime_harness import silence
 from tests.helpers.scripted import ScriptedEngine, answer
+from tests.helpers.synthetic_speech import speech, speech_file
 from tests.helpers.talk_harness import Device, Log, Recorder, Voice
 from tests.helpers.vllm_realtime_shape import served
 
@@ -258,7 +259,7 @@ def test_a_picture_rides_the_append_that_closes_each_model_unit(tmp_path):
     ("notes.txt", b"not a picture", "omni: error: --image {path} is not a JPEG or PNG picture"),
     ("missing.png", None, "omni: error: cannot read --image {path}: No such file or directory"),
     ("huge.png", b"\x89PNG\r\n\x1a\n" + bytes(8 * 1024 * 1024), "omni: error: --image {path} is over 8 MiB; send a smaller picture"),
-])
+], ids=["not-a-picture", "missing", "over-8-MiB"])
 def test_an_unusable_picture_is_a_usage_error(tmp_path, name, content, line):
     path = tmp_path / name
     if content is not None:
@@ -520,7 +521,7 @@ def test_a_pause_the_model_does_not_take_as_a_turn_end_shows_listen():
 
     async def go(url: str):
         async with Duplex(url) as d:
-            d.voice.say(np.concatenate([speech()[: SPEECH_RATE // 4], silence(0.8)]))  # a quarter second
+            d.voice.say(np.concatenate([speech()[: SPEECH_RATE * 3 // 20], silence(0.8)]))  # 150 ms: a turn here, too short there
             await d.log.until("in", "response.listen")
             listening = list(d.client.state.badges)
             d.ask()

@@ -20,9 +20,11 @@ from omnicli.server.app import create_app
 from omnicli.talk.duplex.link import DuplexLink
 from tests.helpers.cli_harness import omni
 from tests.helpers.cutting_proxy import CuttingProxy
-from tests.helpers.realtime_harness import silence, speech, speech_file
+from tests.helpers.models import TURN_MODELS
+from tests.helpers.realtime_harness import silence
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
 from tests.helpers.server_harness import uvicorn_server, uvicorn_thread
+from tests.helpers.synthetic_speech import speech, speech_file
 from tests.helpers.talk_harness import FRAME, Log, duplex_talker
 
 SAFETY_S = 30
@@ -31,7 +33,7 @@ SAFETY_S = 30
 @contextlib.contextmanager
 def serving(engine: ScriptedEngine):
     """`omni serve`'s app in a thread of its own; its URL."""
-    with uvicorn_thread(create_app(engine, preload=False)) as url:
+    with uvicorn_thread(create_app(engine, preload=False, turn_models=TURN_MODELS)) as url:
         yield url
 
 
@@ -86,7 +88,7 @@ def test_a_socket_cut_mid_answer_resumes_on_omni_serve_with_no_event_lost_or_dou
     hold, engine = held_answer()
 
     async def go():
-        server, listener = uvicorn_server(create_app(engine, preload=False))
+        server, listener = uvicorn_server(create_app(engine, preload=False, turn_models=TURN_MODELS))
         port = listener.getsockname()[1]
         serving_task = asyncio.create_task(server.serve(sockets=[listener]))
         while not server.started:
@@ -283,5 +285,5 @@ def test_a_duplex_turns_wait_is_timed_from_when_its_speech_ended_though_frames_q
 
     client, went_quiet_at = asyncio.run(asyncio.wait_for(go(), SAFETY_S))
     [turn] = client.state.timings
-    # Silero hears this voice fade out 90-100 ms after its last loud sample; its chunks are 32 ms
+    # a VAD hears the voice stop up to a few 32 ms chunks after its last loud sample (Silero: 90-100 ms)
     assert went_quiet_at - 0.04 <= turn.started_at <= went_quiet_at + 0.16, turn.started_at - went_quiet_at

@@ -22,9 +22,10 @@ from omnicli.talk.transport import LocalTransport, WebSocketTransport
 from omnicli.turns.talk_modes import ClientVAD, ServerVAD
 from tests.helpers.cli_harness import omni
 from tests.helpers.models import TURN_MODELS
-from tests.helpers.realtime_harness import run, silence, speech, speech_file
+from tests.helpers.realtime_harness import run, silence
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
 from tests.helpers.server_harness import free_port, uvicorn_thread
+from tests.helpers.synthetic_speech import speech, speech_file
 from tests.helpers.talk_harness import Log, Quiet, Voice
 from tests.helpers.vllm_realtime_shape import VllmTurnBasedShape, served
 

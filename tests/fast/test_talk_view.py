@@ -19,8 +19,9 @@ from omnicli.talk.state import TalkState
 from omnicli.talk.transport import LocalTransport
 from omnicli.talk.view import LiveView
 from tests.helpers.models import TURN_MODELS
-from tests.helpers.realtime_harness import run, silence, speech
+from tests.helpers.realtime_harness import run, silence
 from tests.helpers.scripted import Hold, ScriptedEngine, answer, tone
+from tests.helpers.synthetic_speech import speech
 from tests.helpers.talk_harness import FRAME, Device, Log, Recorder, Talk, Voice
 
 

@@ -72,7 +72,7 @@ def test_what_vllm_loads_for_llm(tmp_path, monkeypatch):
 
 
 def test_talk_hands_its_thinker_to_the_session(tmp_path):
-    from tests.helpers.realtime_harness import speech_file
+    from tests.helpers.synthetic_speech import speech_file
 
     line = refused("talk", "--thinker", "vllm", "--server", "http://127.0.0.1:9", "--input-file", str(speech_file()),
                    "--output-file", str(tmp_path / "said.wav"))

@@ -8,6 +8,8 @@ from typer.testing import CliRunner, Result
 
 from omnicli.cli.engines import EngineChoice, Engines
 from omnicli.cli.main import app
+from omnicli.turns.models import TurnModels
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import ScriptedEngine
 
 CLEAN_ENV = {
@@ -46,7 +48,15 @@ class LengthSimilarity:
         return min(prompt_seconds, clip_seconds) / max(prompt_seconds, clip_seconds)
 
 
-class ScriptedEngines(Engines):
+class StandInModels(Engines):
+    """The real engines, with the stand-in turn-taking models (which load nothing)."""
+
+    def turn_models(self) -> TurnModels:
+        """The stand-in turn-taking models of tests/helpers/models.py."""
+        return TURN_MODELS
+
+
+class ScriptedEngines(StandInModels):
     """Hands every command the same scripted engine (and judge); records what was chosen."""
 
     def __init__(self, engine: ScriptedEngine | None = None, judge: ScriptedEngine | None = None) -> None:
@@ -73,6 +83,7 @@ class ScriptedEngines(Engines):
 
 def omni(*args: str | Path, engines: Engines | None = None, input: bytes | str | None = None,
          env: dict | None = None) -> Result:
-    """Run `omni ARGS` in process; stdout and stderr come back apart (result.stdout/.stderr)."""
-    return CliRunner().invoke(app, [str(a) for a in args], obj=engines, input=input,
+    """Run `omni ARGS` in process; stdout and stderr come back apart (result.stdout/.stderr). Without
+    `engines`, the real ones with the stand-in turn-taking models."""
+    return CliRunner().invoke(app, [str(a) for a in args], obj=engines or StandInModels(), input=input,
                               env={**CLEAN_ENV, **(env or {})}, catch_exceptions=False)

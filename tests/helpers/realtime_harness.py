@@ -1,13 +1,8 @@
 """Helpers for the realtime fast tests: a session over `LocalTransport` (in memory, no socket)
-that reads events until the one a test waits for, and real speech to drive the Silero VAD."""
+that reads events until the one a test waits for."""
 
 import asyncio
-import atexit
 import base64
-import shutil
-import tempfile
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 
@@ -20,33 +15,6 @@ from tests.helpers.scripted import ScriptedEngine
 
 SAFETY_S = 10
 """Only so a broken test fails instead of hanging; never reached when the code works."""
-
-
-@cache
-def speech() -> np.ndarray:
-    """'What time is it?' spoken by the real Piper voice (about 1 s), at 24 kHz: real speech for
-    the real Silero VAD. Without Piper's sampling noise, so every run hears the same clip."""
-    from piper import SynthesisConfig
-
-    from omnicli.audio.pcm import resample
-    from omnicli.engine import piper_voice
-
-    voice = piper_voice.load_piper(piper_voice.joe_path())
-    still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
-    samples = np.concatenate([c.audio_float_array for c in voice.synthesize("What time is it?", syn_config=still)])
-    return resample(samples, voice.config.sample_rate, SPEECH_RATE)
-
-
-@cache
-def speech_file() -> Path:
-    """`speech()` as a WAV file, made once per test run in a temporary folder."""
-    from omnicli.audio.formats import AudioFormat, encode
-
-    folder = tempfile.mkdtemp(prefix="omni-fast-")
-    atexit.register(shutil.rmtree, folder, True)
-    path = Path(folder) / "question.wav"
-    path.write_bytes(encode(speech(), SPEECH_RATE, AudioFormat.WAV))
-    return path
 
 
 def silence(seconds: float) -> np.ndarray:

@@ -13,12 +13,13 @@ from collections.abc import Awaitable, Callable, Iterator
 import httpx
 
 from omnicli.server.app import create_app
+from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import ScriptedEngine
 
 
 def serve(engine: ScriptedEngine | None = None, **options) -> tuple[httpx.AsyncClient, object]:
     """(client, app): an httpx client wired to a fresh app over `engine`."""
-    app = create_app(engine or ScriptedEngine(), preload=False, **options)
+    app = create_app(engine or ScriptedEngine(), preload=False, turn_models=TURN_MODELS, **options)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://omni.test")
     return client, app
 

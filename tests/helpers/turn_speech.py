@@ -1,11 +1,14 @@
-"""Spoken sentences for the semantic-turn tests: the embedded Piper voice without its sampling
-noise (every run hears the same audio), at 24 kHz, and sentences with a pause inside."""
+"""Real speech for the acceptance tests: the embedded Piper voice without its sampling noise (every
+run hears the same audio), at 24 kHz: sentences, sentences with a pause inside, and a spoken
+question. The fast layer hears `tests/helpers/synthetic_speech.py`, with the same names."""
 
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
+from tests.helpers.clips import wav_file, with_pause, with_silence
 
 UNFINISHED = ("I was wondering if", "you could tell me the capital of France.")
 """A sentence whose first half Smart Turn hears as unfinished, read as two halves."""
@@ -29,14 +32,33 @@ def say(text: str) -> np.ndarray:
     return samples[loud[0] * 240:(loud[-1] + 1) * 240]
 
 
-def quiet(seconds: float) -> np.ndarray:
-    return np.zeros(int(seconds * SPEECH_RATE), np.float32)
-
-
 def paused(first: str, second: str, pause_s: float, tail_s: float = 2.5) -> np.ndarray:
     """One second of silence, `first`, a pause, `second`, then `tail_s` of silence."""
-    return np.concatenate([quiet(1.0), say(first), quiet(pause_s), say(second), quiet(tail_s)])
+    return with_pause(say(first), say(second), pause_s, tail_s)
 
 
 def spoken(text: str, tail_s: float = 2.5) -> np.ndarray:
-    return np.concatenate([quiet(1.0), say(text), quiet(tail_s)])
+    """One second of silence, `text`, then `tail_s` of silence."""
+    return with_silence(say(text), tail_s)
+
+
+
+@cache
+def speech() -> np.ndarray:
+    """'What time is it?' spoken by the real Piper voice (about 1 s), at 24 kHz: real speech for
+    the real Silero VAD. Without Piper's sampling noise, so every run hears the same clip."""
+    from piper import SynthesisConfig
+
+    from omnicli.audio.pcm import resample
+    from omnicli.engine import piper_voice
+
+    voice = piper_voice.load_piper(piper_voice.joe_path())
+    still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    samples = np.concatenate([c.audio_float_array for c in voice.synthesize("What time is it?", syn_config=still)])
+    return resample(samples, voice.config.sample_rate, SPEECH_RATE)
+
+
+@cache
+def speech_file() -> Path:
+    """`speech()` as a WAV file, made once per test run."""
+    return wav_file(speech(), "question.wav")

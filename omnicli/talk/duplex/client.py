@@ -298,9 +298,12 @@ class DuplexTalkClient(TalkLoop[ResponsesCut]):
         """The view follows the speaker; the server hears of each answer's progress (`acks`)."""
         while True:
             await asyncio.sleep(POLL_SECONDS)
-            if (newest := self.playing) is not None:
-                self.state.playback(newest.played(self.speaker), self.speaker.buffered_seconds, self.speaker.underruns)
+            self._report_playback()
             await self.acks.follow()
+
+    def _report_playback(self) -> None:
+        if (newest := self.playing) is not None:
+            self.state.playback(newest.played(self.speaker), self.speaker.buffered_seconds, self.speaker.underruns)
 
     def _play(self, event: dict, response_id: str | None) -> None:
         if response_id is None or response_id in self.cut:
@@ -393,4 +396,5 @@ class DuplexTalkClient(TalkLoop[ResponsesCut]):
             return
         if playing is not None:
             playing.done = True
+        self._report_playback()  # audio heard since the last poll counts before the answer closes
         self.state.answer_done(status, self.speaker.buffered_seconds)

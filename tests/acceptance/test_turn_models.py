@@ -1,0 +1,50 @@
+"""The real turn-taking models on real speech (the embedded Piper voice): Silero hears a spoken
+question as one turn, Smart Turn hears a finished question as complete and a trailing "if" as not,
+and SmolLM2 reads the words heard so far as finished or not. The fast layer hears turns through
+stand-ins (tests/helpers/models.py); these are the behaviours the stand-ins stand for."""
+
+import numpy as np
+import pytest
+
+from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import resample
+from omnicli.turns import smart_turn
+from omnicli.turns.models import TurnModels
+from omnicli.turns.vad import TurnDetector
+from tests.helpers.clips import quiet
+from tests.helpers.turn_speech import QUESTION, UNFINISHED, say, spoken
+
+
+@pytest.fixture(scope="module")
+def models() -> TurnModels:
+    return TurnModels()
+
+
+def test_silero_hears_a_spoken_question_as_one_turn_and_smart_turn_ends_it_sooner(models):
+    audio = spoken(QUESTION)
+    semantic, plain = TurnDetector(SPEECH_RATE, models, semantic=True), TurnDetector(SPEECH_RATE, models, silence_ms=500)
+    events = [[e for start in range(0, len(audio), 960) for e in d.feed(audio[start:start + 960])] for d in (semantic, plain)]
+    assert [[e.kind for e in each] for each in events] == [["started", "stopped"]] * 2
+    (_, by_meaning), (_, by_silence) = events
+    assert by_meaning.probability is not None and by_meaning.probability >= 0.5
+    assert by_meaning.silence_ms < by_silence.silence_ms == 500
+    assert abs(by_meaning.ms - by_silence.ms) < 32  # the same end of speech (to a VAD chunk), heard sooner
+
+
+def test_smart_turn_hears_a_finished_question_as_complete_and_a_trailing_if_as_not(models):
+    def at_16k(samples: np.ndarray) -> np.ndarray:
+        return resample(np.concatenate([samples, quiet(0.2)]), SPEECH_RATE, smart_turn.RATE)
+
+    finished = models.smart_turn.completion_probability(at_16k(say(QUESTION)))
+    unfinished = models.smart_turn.completion_probability(at_16k(say(UNFINISHED[0])))
+    assert unfinished < 0.5 < finished <= 1
+
+
+def test_the_words_heard_so_far_read_finished_or_not(models):
+    reads_finished = models.words.reads_finished
+    assert reads_finished("What is the capital of France?") and reads_finished(QUESTION.rstrip("?"))
+    assert reads_finished("I was wondering if you could tell me the capital of France.")
+    assert not reads_finished("What is the capital of.")  # Whisper's full stop after any pause is dropped
+    assert not reads_finished("I was wondering if")
+    assert not reads_finished("The children built a small")
+    assert models.words.sentence_end_probability(" ...  ") == 1.0  # no words: the audio decides
