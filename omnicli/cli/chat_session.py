@@ -307,9 +307,11 @@ class _Clock:
         self._firsts: dict[str, float] = {}
 
     def first(self, what: str) -> None:
+        """`what` ("text" or "audio") came now, if it had not come before."""
         self._firsts.setdefault(what, time.perf_counter() - self._start)
 
     def seconds(self) -> dict[str, float | None]:
+        """The first text, the first audio and the whole answer, in seconds (None: never came)."""
         return {
             "first_text_seconds": _rounded(self._firsts.get("text")),
             "first_audio_seconds": _rounded(self._firsts.get("audio")),

@@ -91,6 +91,7 @@ class _PolledProgress(Progress):
     before_drawing: Callable[[], None] = staticmethod(lambda: None)
 
     def get_renderables(self):
+        """What rich draws, after `before_drawing` has updated the figures."""
         self.before_drawing()
         yield from super().get_renderables()
 

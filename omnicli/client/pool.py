@@ -73,6 +73,7 @@ class _Timing:
         self.seconds = 0.0
 
     def saw(self, chunk: AudioChunk | None) -> None:
+        """A chunk of the answer's audio arrived now."""
         if chunk is None or not len(chunk.samples):
             return
         if self.first is None:
@@ -80,6 +81,7 @@ class _Timing:
         self.seconds += len(chunk.samples) / chunk.rate
 
     def record(self, member: Member) -> None:
+        """Add this request's time to first audio and real-time factor to `member`'s figures."""
         if self.first is not None:
             member.first_audio.append(self.first)
         if self.seconds:

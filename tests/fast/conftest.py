@@ -5,7 +5,7 @@ import socket
 import pytest
 
 
-@pytest.fixture(autouse=True, scope="session")
+@pytest.fixture(autouse=True, scope="package")
 def no_model_is_loaded():
     """The fast layer loads no model: making an onnxruntime session (Silero, Smart Turn, Piper), a
     llama.cpp model (the thinker, the words check) or a CTranslate2 Whisper fails the test that
