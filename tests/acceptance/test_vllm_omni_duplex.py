@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from omnicli.turns.models import TurnModels
 from tests.helpers.cutting_proxy import CuttingProxy
 from tests.helpers.realtime_harness import silence
 from tests.helpers.talk_harness import duplex_talker
@@ -114,7 +115,7 @@ def test_a_socket_cut_at_the_commit_resumes_on_vllm_omni_with_no_event_lost_or_d
     async def go():
         proxy = CuttingProxy(port)
         url = await proxy.start()
-        voice, log, link, client = duplex_talker(url)
+        voice, log, link, client = duplex_talker(url, models=TurnModels())
         stop = asyncio.Event()
         talk = asyncio.create_task(client.run(stop))
         try:

@@ -12,6 +12,7 @@ import soundfile as sf
 
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import resample
+from omnicli.turns.models import TurnModels
 from tests.fast.test_talk_duplex_serve import SAFETY_S, serving
 from tests.helpers.realtime_harness import silence
 from tests.helpers.scripted import ScriptedEngine, answer
@@ -31,7 +32,7 @@ def test_vllm_omnis_own_duplex_client_is_answered_by_omni_serve(tmp_path):
     per-append `format`, acknowledges every numbered event, heartbeats, acks playback; the server's
     turn detection ends the question and the answer comes back through the client's own demux."""
     wav = _question_wav_16k(tmp_path / "question-16k.wav")
-    with serving(ScriptedEngine(chat=answer("It is noon.", audio_seconds=1.0))) as url:
+    with serving(ScriptedEngine(chat=answer("It is noon.", audio_seconds=1.0)), TurnModels()) as url:
         proc = subprocess.run([sys.executable, str(DRIVER), url.replace("http://", "ws://"), str(wav)],
                               capture_output=True, text=True, timeout=SAFETY_S * 4)
     if proc.returncode == 77:

@@ -18,6 +18,7 @@ from omnicli.audio.pcm import float_to_pcm16, resample
 from omnicli.errors import ServerError
 from omnicli.server.app import create_app
 from omnicli.talk.duplex.link import DuplexLink
+from omnicli.turns.models import TurnModels
 from tests.helpers.cli_harness import omni
 from tests.helpers.cutting_proxy import CuttingProxy
 from tests.helpers.models import TURN_MODELS
@@ -31,9 +32,10 @@ SAFETY_S = 30
 
 
 @contextlib.contextmanager
-def serving(engine: ScriptedEngine):
-    """`omni serve`'s app in a thread of its own; its URL."""
-    with uvicorn_thread(create_app(engine, preload=False, turn_models=TURN_MODELS)) as url:
+def serving(engine: ScriptedEngine, models: TurnModels = TURN_MODELS):
+    """`omni serve`'s app in a thread of its own, hearing turns with `models` (the stand-ins unless
+    given the real ones); its URL."""
+    with uvicorn_thread(create_app(engine, preload=False, turn_models=models)) as url:
         yield url
 
 

@@ -57,12 +57,19 @@ class StandInModels(Engines):
 
 
 class ScriptedEngines(StandInModels):
-    """Hands every command the same scripted engine (and judge); records what was chosen."""
+    """Hands every command the same scripted engine (and judge) and turn-taking models (the
+    stand-ins unless given others); records what was chosen."""
 
-    def __init__(self, engine: ScriptedEngine | None = None, judge: ScriptedEngine | None = None) -> None:
+    def __init__(self, engine: ScriptedEngine | None = None, judge: ScriptedEngine | None = None,
+                 models: TurnModels | None = None) -> None:
         self.scripted = engine or ScriptedEngine()
         self.scripted_judge = judge or ScriptedEngine()
+        self.models = models or TURN_MODELS
         self.choices: list[EngineChoice] = []
+
+    def turn_models(self) -> TurnModels:
+        """The models given, else the stand-ins."""
+        return self.models
 
     def engine(self, choice: EngineChoice) -> ScriptedEngine:
         self.choices.append(choice)

@@ -17,6 +17,7 @@ from omnicli.talk.duplex.options import DuplexOptions
 from omnicli.talk.duplex.presets import PRESETS
 from omnicli.talk.speakers import FileSpeaker
 from omnicli.talk.transport import LocalTransport
+from omnicli.turns.models import TurnModels
 from tests.helpers.models import TURN_MODELS
 from tests.helpers.scripted import ScriptedEngine
 
@@ -235,11 +236,12 @@ def meter(term) -> int:
     return (term.line_with(r"^│ mic ") or "").count("█")
 
 
-def duplex_talker(url: str, *, echo_gate: bool = True) -> tuple[Voice, Log, DuplexLink, DuplexTalkClient]:
+def duplex_talker(url: str, *, echo_gate: bool = True,
+                  models: TurnModels = TURN_MODELS) -> tuple[Voice, Log, DuplexLink, DuplexTalkClient]:
     """`omni talk --duplex`'s client for `url` (the default preset, quick resumes), on a voice the
     test speaks into, every event in a log to wait on. (`echo_gate=False`: the voice is heard while
-    the answer plays, as with headphones.)"""
+    the answer plays, as with headphones; `models`: the stand-ins unless given the real ones.)"""
     voice, log = Voice(), Log()
     link = DuplexLink(url, None, None, log=log.write, backoff=Backoff(low=0.05))
     options = DuplexOptions(PRESETS["default"], echo_gate=echo_gate)
-    return voice, log, link, DuplexTalkClient(link, voice, FileSpeaker(), options, Quiet(), models=TURN_MODELS)
+    return voice, log, link, DuplexTalkClient(link, voice, FileSpeaker(), options, Quiet(), models=models)

@@ -63,10 +63,12 @@ def cli(script: str, args: list[str]) -> int:
     import typer
 
     from omnicli.cli.main import app
+    from omnicli.turns.models import TurnModels
     from tests.helpers.cli_harness import ScriptedEngines
 
-    try:
-        code = app(args=args, obj=ScriptedEngines(SCRIPTS[script]()), prog_name="omni", standalone_mode=False)
+    try:  # the real turn-taking models: the screen tests speak with Piper's voice
+        code = app(args=args, obj=ScriptedEngines(SCRIPTS[script](), models=TurnModels()), prog_name="omni",
+                   standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     return code if isinstance(code, int) else 0
