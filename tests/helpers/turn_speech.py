@@ -16,8 +16,8 @@ QUESTION = "What is the capital of France?"
 
 
 @cache
-def say(text: str) -> np.ndarray:
-    """`text` spoken, without the silence Piper puts around it (so a pause is the one asked for)."""
+def _piper(text: str) -> np.ndarray:
+    """`text` as the Piper voice says it without its sampling noise (every run hears the same), at 24 kHz."""
     from piper import SynthesisConfig
 
     from omnicli.audio.pcm import resample
@@ -26,7 +26,13 @@ def say(text: str) -> np.ndarray:
     voice = piper_voice.load_piper(piper_voice.joe_path())
     still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     samples = np.concatenate([c.audio_float_array for c in voice.synthesize(text, syn_config=still)])
-    samples = resample(samples, voice.config.sample_rate, SPEECH_RATE)
+    return resample(samples, voice.config.sample_rate, SPEECH_RATE)
+
+
+@cache
+def say(text: str) -> np.ndarray:
+    """`text` spoken, without the silence Piper puts around it (so a pause is the one asked for)."""
+    samples = _piper(text)
     frames = samples[: len(samples) // 240 * 240].reshape(-1, 240)
     loud = np.flatnonzero(np.sqrt((frames ** 2).mean(axis=1)) > 0.005)  # 10 ms frames with sound in them
     return samples[loud[0] * 240:(loud[-1] + 1) * 240]
@@ -42,20 +48,10 @@ def spoken(text: str, tail_s: float = 2.5) -> np.ndarray:
     return with_silence(say(text), tail_s)
 
 
-
-@cache
 def speech() -> np.ndarray:
-    """'What time is it?' spoken by the real Piper voice (about 1 s), at 24 kHz: real speech for
-    the real Silero VAD. Without Piper's sampling noise, so every run hears the same clip."""
-    from piper import SynthesisConfig
-
-    from omnicli.audio.pcm import resample
-    from omnicli.engine import piper_voice
-
-    voice = piper_voice.load_piper(piper_voice.joe_path())
-    still = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
-    samples = np.concatenate([c.audio_float_array for c in voice.synthesize("What time is it?", syn_config=still)])
-    return resample(samples, voice.config.sample_rate, SPEECH_RATE)
+    """'What time is it?' spoken by the real Piper voice (about 1 s, with Piper's own silence around
+    it), at 24 kHz: real speech for the real Silero VAD."""
+    return _piper("What time is it?")
 
 
 @cache
