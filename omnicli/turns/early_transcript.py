@@ -56,6 +56,9 @@ class EarlyTranscriber:
         self.on_heard: Callable[[str], Awaitable[None]] | None = None
         """Told each early transcript as it is ready (the session lets the engine read it ahead)."""
         self._telling: set[asyncio.Task] = set()
+        self.told: tuple[str, asyncio.Task] | None = None
+        """The last early transcript `on_heard` was given, and that telling (done once it returned):
+        set as the transcript is ready, so whoever waits for it cannot miss it."""
         scheduler.listen(self)
 
     def pauses(self, samples: np.ndarray) -> list[str]:
@@ -110,6 +113,7 @@ class EarlyTranscriber:
             if text.strip() and self.on_heard is not None and self._task is asyncio.current_task():
                 # (not once a commit took it: the answer is already reading this turn itself)
                 told = asyncio.create_task(self._tell(self.on_heard, text))
+                self.told = (text, told)
                 self._telling.add(told)
                 told.add_done_callback(self._telling.discard)
             return text

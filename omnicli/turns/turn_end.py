@@ -7,7 +7,6 @@ after that answer. Positions are milliseconds of audio heard since turn detectio
 (re)configured, as OpenAI's `audio_start_ms`/`audio_end_ms` count them."""
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -17,6 +16,7 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.engine.base import Engine
 from omnicli.errors import OmniError
 from omnicli.turns.early_transcript import EarlyTranscriber
+from omnicli.turns.heard_clock import HeardClock
 from omnicli.turns.models import TurnModels
 from omnicli.turns.modes import Detection
 from omnicli.turns.scheduler import AnswerScheduler
@@ -27,10 +27,10 @@ log = logging.getLogger("omni")
 SEMANTIC_PADDING_MS = 300
 """semantic_vad has no `prefix_padding_ms`; its turns keep server_vad's default."""
 _ANSWER_WAIT_S = 1.0
-"""A turn end decided late waits at most this long for the answer begun on its words (time for its
-first piece): meanwhile no silence is counted towards the ceiling."""
+"""A turn end decided late waits at most this much audio for the answer begun on its words (time
+for its first piece): meanwhile no silence is counted towards the ceiling."""
 _RESUMING_WAIT_S = 0.2
-"""...and, should the voice be starting again as it is decided, at most this long to tell the
+"""...and, should the voice be starting again as it is decided, at most this much to tell the
 voice coming back (96 ms of it) from a click or a breath."""
 
 
@@ -54,13 +54,13 @@ class TurnEnd:
         self._pending = pending
         self.heard_ms = 0
         """Audio heard since turn detection was (re)configured."""
+        self.clock = HeardClock(lambda: self.heard_ms)
+        """What a turn end's waits are measured in: the audio heard meanwhile."""
         self._detection: dict | None = None
         self.detector: TurnDetector | None = None
         self.read_turns = True
         """semantic_vad (but eagerness high): a turn Smart Turn ends must also read finished."""
         self._tell: Callable[[str], Awaitable[None]] | None = None
-        self._told: tuple[str, asyncio.Future] | None = None
-        """The transcript the engine was last told, and its telling (done once it was read ahead)."""
         self._lock, self._on_late_turns = lock, on_late_turns
         self._deciding: asyncio.Task | None = None
         """A pause being judged: waiting for its answer, then Smart Turn and the words."""
@@ -86,14 +86,9 @@ class TurnEnd:
         A semantic turn end waits for that before it is judged (`_ends_turn`); Smart Turn, if asked
         beside the transcript, ends first, so the answer is not begun beside it."""
         if self._tell is not None:
-            telling = asyncio.get_running_loop().create_future()
-            self._told = (transcript, telling)
-            try:
-                if self._judging is not None:
-                    await asyncio.wait([self._judging])
-                await self._tell(transcript)
-            finally:
-                telling.set_result(None)
+            if self._judging is not None:
+                await asyncio.wait([self._judging])
+            await self._tell(transcript)
 
     async def _reads(self, transcript: str) -> bool:
         """Whether `transcript` reads finished (turns/text_turn.py)."""
@@ -139,6 +134,7 @@ class TurnEnd:
         """On the loop, after `hear`: the early transcript acts on the pauses, the voice coming back
         calls off a turn end being decided, and a pause still to be judged is taken off the turns."""
         self.early.act(verdicts, self._pending())
+        self.clock.tick()
         if self._deciding is not None and self.detector is not None and self.detector.resumed:
             self._deciding.cancel()  # the user went on before the turn end was decided
             self._deciding = None
@@ -177,11 +173,9 @@ class TurnEnd:
     async def _unless_resuming(self) -> None:
         """The voice may be starting again just as the turn end is decided: the next appends tell
         (`append` calls the decision off should it be the voice coming back)."""
-        assert self.detector is not None
-        loop = asyncio.get_running_loop()
-        until = loop.time() + _RESUMING_WAIT_S
-        while self.detector.resuming and loop.time() < until:
-            await asyncio.sleep(0.01)
+        detector = self.detector
+        assert detector is not None
+        await self.clock.wait(lambda: not detector.resuming, _RESUMING_WAIT_S)
 
     async def _ends_turn(self) -> tuple[bool, float]:
         """Did the turn end at the pending pause? Smart Turn is asked at once while Whisper is
@@ -199,9 +193,9 @@ class TurnEnd:
             judging.add_done_callback(lambda done: done.cancelled() or done.exception())  # unread if called off
         try:
             transcript = await self.early.now(self._pending()) or ""
-            if self._told is not None and self._told[0] == transcript:
-                with contextlib.suppress(TimeoutError):  # a turn end is never held up for long by a guess
-                    await asyncio.wait_for(asyncio.shield(self._told[1]), _ANSWER_WAIT_S)
+            told = self.early.told
+            if told is not None and told[0] == transcript:  # a turn end is never held up for long by a guess
+                await self.clock.wait(told[1].done, _ANSWER_WAIT_S, wake=told[1])
             probability = await (judging or asyncio.to_thread(detector.judge))
         finally:
             self._judging = None
