@@ -1,16 +1,21 @@
 """When each stage of a spoken turn ran, measured in the process that runs the engine: the early
 transcript, the answer begun ahead (the thinker reading the prompt, its first token and its first
 speakable piece, the talker speaking that piece ahead), the answer's own first piece spoken, and the
-turn end's judges (Smart Turn, the words check). Each stage is wrapped where it is looked up;
+turn end's judges (Smart Turn, the words check); what ran inside a reading of the words heard
+while the user still spoke is named as such. Each stage is wrapped where it is looked up;
 `report` prints, per stage, the p50 of its first run after each turn's quiet (from 0.4 s before it)
 up to the turn's first audio, in ms after the voice went quiet, beside that stage's own time called
 alone (`floors`) where the benchmark measured it."""
 
+import contextvars
 import time
 
 from omnicli.bench.scoring import percentile
 
 PROMPT = "  thinker: prompt read, first token"
+PARTIAL = "words so far: heard and read"
+_READING_PARTIAL: contextvars.ContextVar[bool] = contextvars.ContextVar("reading_partial", default=False)
+"""Set inside a reading of the words so far (tasks and worker threads started there inherit it)."""
 
 
 class StageTrace:
@@ -19,6 +24,7 @@ class StageTrace:
     def __init__(self, engine) -> None:
         import llama_cpp
 
+        from omnicli.turns.early_transcript import EarlyTranscriber
         from omnicli.turns.smart_turn import SmartTurn
         from omnicli.turns.text_turn import WordsCheck
 
@@ -29,10 +35,11 @@ class StageTrace:
                                   (engine.stages.talker, "say", "talker: a piece of the answer")]:
             if getattr(owner, attr, None) is not None:
                 setattr(owner, attr, self._timed_async(getattr(owner, attr), name))
+        EarlyTranscriber._read_partial = self._timed_async(_marked(EarlyTranscriber._read_partial), PARTIAL)  # type: ignore[method-assign]
         SmartTurn.completion_probability = self._timed(SmartTurn.completion_probability, "Smart Turn")  # type: ignore[method-assign]
         WordsCheck.reads_finished = self._timed(WordsCheck.reads_finished, "the words check")  # type: ignore[method-assign]
-        self.read: list[int] = []
-        """Tokens of each prompt read (what the model's cache did not hold already)."""
+        self.read: list[tuple[float, int]] = []
+        """When each prompt was read, and its tokens (what the model's cache did not hold already)."""
         evaluate = llama_cpp.Llama.eval
         thinker = engine.stages.thinker
 
@@ -42,18 +49,18 @@ class StageTrace:
                 return evaluate(llm, tokens)
             finally:
                 if len(tokens) > 1 and llm is thinker.load():  # the thinker's, not the words check's
-                    self.read.append(len(tokens))
+                    self.read.append((start, len(tokens)))
                     self.spans.append((PROMPT, start, time.monotonic()))
 
         llama_cpp.Llama.eval = traced_eval
 
     def _timed_async(self, call, name: str):
         async def timed(*args, **kwargs):
-            start = time.monotonic()
+            start, label = time.monotonic(), _partial_name(name) if _READING_PARTIAL.get() else name
             try:
                 return await call(*args, **kwargs)
             finally:
-                self.spans.append((name, start, time.monotonic()))
+                self.spans.append((label, start, time.monotonic()))
         return timed
 
     def _timed(self, call, name: str):
@@ -72,9 +79,17 @@ class StageTrace:
         quiet, when the turn's first audio came), monotonic; `floors`: seconds per stage name;
         `each_turn`: each turn's own timeline first (p50s of separate stages need not add up)."""
         rows: dict[str, list[tuple[float, float]]] = {}
+        prefills = [(start, end) for name, start, end in self.spans if name == _partial_name("  thinker: prompt and first piece")]
+
+        def named(name: str, start: float) -> str:
+            """A prompt read inside a reading of the words so far (the thinker reads one prompt at a time)."""
+            inside = name == PROMPT and any(a <= start <= b for a, b in prefills)
+            return _partial_name(name) if inside else name
+
+        spans = [(named(name, start), start, end) for name, start, end in self.spans]
         for quiet, until in turns:
             first: dict[str, tuple[float, float]] = {}
-            for name, start, end in sorted(self.spans, key=lambda span: span[1]):
+            for name, start, end in sorted(spans, key=lambda span: span[1]):
                 if quiet - 0.4 <= start <= until and name not in first:
                     first[name] = (start - quiet, end - quiet)
             for name, span in first.items():
@@ -90,5 +105,22 @@ class StageTrace:
             beside = f"   alone {percentile(alone, .5) * 1000:.0f}" if alone else ""
             print(f"    {name:<40}{percentile(starts, .5) * 1000:>6.0f} -> {percentile(ends, .5) * 1000:>5.0f}"
                   f"   ({len(spans)}){beside}")
-        if self.read:
-            print(f"    prompt tokens read per prompt: p50 {percentile(self.read, .5):.0f}, max {max(self.read)}")
+        for label, reads in (("the turn's prompt", [n for start, n in self.read if named(PROMPT, start) == PROMPT]),
+                             ("the words so far", [n for start, n in self.read if named(PROMPT, start) != PROMPT])):
+            if reads:
+                print(f"    tokens read per prompt, {label}: p50 {percentile(reads, .5):.0f}, max {max(reads)}")
+
+
+def _partial_name(name: str) -> str:
+    return f"  words so far: {name.strip()}"
+
+
+def _marked(call):
+    """`call`, run with `_READING_PARTIAL` set."""
+    async def marked(*args, **kwargs):
+        token = _READING_PARTIAL.set(True)
+        try:
+            return await call(*args, **kwargs)
+        finally:
+            _READING_PARTIAL.reset(token)
+    return marked

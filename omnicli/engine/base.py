@@ -184,6 +184,12 @@ class Engine(Protocol):
         go on from. Nothing is owed; the request may never come."""
         return None
 
+    @property
+    def reads_ahead(self) -> bool:
+        """`prepare` reads a prompt into a cache that an answer reuses, so words heard while the
+        user still speaks are worth offering to it (the embedded thinker's; none by default)."""
+        return False
+
     async def voices(self) -> list[Voice]:
         """The voices the engine speaks, for clients to choose from (none listed by default)."""
         return []

@@ -60,6 +60,11 @@ class StagedEngine(Engine):
             if first is not None:
                 await say_ahead(first, voice=req.voice, speed=req.speed)
 
+    @property
+    def reads_ahead(self) -> bool:
+        """The embedded thinker keeps what it read (llama.cpp's longest cached prefix)."""
+        return hasattr(self.stages.thinker, "prefill")
+
     async def transcribe(
         self, samples: np.ndarray, rate: int, *, language: str | None = None, quick: bool = False,
         words: bool = False,

@@ -93,12 +93,13 @@ class ConversationCore:
         item.audio = None
         return seconds
 
-    async def read_ahead(self, transcript: str) -> None:
+    async def read_ahead(self, transcript: str, *, begin: bool = True) -> None:
         """A turn heard before its commit: the engine reads the prompt its answer would have while
-        the user is quiet, and begins that answer where the scheduler says it costs nobody."""
+        the user is quiet, and with `begin` begins that answer where the scheduler says it costs
+        nobody (not for words heard while the user still speaks)."""
         if self.task is None and not self._closed():
             await read_ahead(self.engine, self.conversation, self.settings, transcript,
-                             begin_answer=self.scheduler.one_talker())
+                             begin_answer=begin and self.scheduler.one_talker())
 
     # ---- the answer ----------------------------------------------------------------------
 

@@ -13,7 +13,12 @@ talker, as the session's `AnswerScheduler` says), and after `PAUSE_MS` in any ca
 
 The same holds for what the engine is offered once the turn is heard: with one talker it may begin
 the answer in the pause (`AnswerScheduler.one_talker`); with more, it only reads the prompt, since a guess for one
-takes the cores from another's answer."""
+takes the cores from another's answer.
+
+With one talker and an engine that keeps what it read (`Engine.reads_ahead`), the words are heard
+while the user still speaks too, every `PARTIAL_EVERY_MS` of speech, and offered to be read only
+(`on_partial`): when the turn ends, the thinker reads just its last words. An early transcript
+ready meanwhile is told once that reading is done, so the two never race for the thinker."""
 
 import asyncio
 import logging
@@ -36,8 +41,10 @@ which are then mostly read already, and the decision comes sooner than with a lo
 this short inside a sentence is hardly more common than a longer one."""
 PAUSE_MS = 200
 """Ahead of a 500 ms-silence turn end, with time for Whisper to finish."""
+PARTIAL_EVERY_MS = 600
+"""While the user speaks, the words so far are heard this often (see the module's docstring)."""
 
-STARTED, EAGER, LATE = "started", "eager", "late"
+STARTED, EAGER, LATE, PARTIAL = "started", "eager", "late", "partial"
 
 
 class EarlyTranscriber:
@@ -51,6 +58,11 @@ class EarlyTranscriber:
         self._speech_end_ms: int | None = None
         """Where the speech before the current pause ended (None while speaking, or once the
         late pause was reported)."""
+        self._partial_from_ms: int | None = None
+        """Where the speech was last heard in part from (None while quiet)."""
+        self._partial: asyncio.Task | None = None
+        self.on_partial: Callable[[str], Awaitable[None]] | None = None
+        """Told the words heard while the user still speaks, to read only (see the module's docstring)."""
         self._heard: bytes | None = None
         self._task: asyncio.Task | None = None
         self.on_heard: Callable[[str], Awaitable[None]] | None = None
@@ -70,6 +82,10 @@ class EarlyTranscriber:
         for turn in self._detector.feed(samples):
             verdicts.append(STARTED if turn.kind == "started" else EAGER)
             self._speech_end_ms = None if turn.kind == "started" else turn.ms
+            self._partial_from_ms = turn.ms if turn.kind == "started" else None
+        if self._partial_from_ms is not None and self._detector.heard_ms - self._partial_from_ms >= PARTIAL_EVERY_MS:
+            verdicts.append(PARTIAL)
+            self._partial_from_ms = self._detector.heard_ms
         if self._speech_end_ms is not None and self._detector.heard_ms - self._speech_end_ms >= PAUSE_MS:
             verdicts.append(LATE)
             self._speech_end_ms = None
@@ -80,8 +96,28 @@ class EarlyTranscriber:
         for kind in verdicts:
             if kind == STARTED:
                 self._void()
+            elif kind == PARTIAL:
+                if buffer and self._reads_partial():
+                    self._partial = asyncio.create_task(self._read_partial(bytes(buffer)))
             elif buffer and self._task is None and (kind == LATE or self.scheduler.idle()):
                 self._start(buffer)
+
+    def _reads_partial(self) -> bool:
+        """Whether the words so far are worth hearing now: someone reads them, nothing else is
+        heard or answered in the process, and no reading of them is under way."""
+        return (self.on_partial is not None and self.engine.reads_ahead and self._task is None
+                and (self._partial is None or self._partial.done())
+                and self.scheduler.idle() and self.scheduler.one_talker())
+
+    async def _read_partial(self, pcm: bytes) -> None:
+        """Hear the words so far and offer them to be read, unless the turn was heard meanwhile."""
+        try:
+            samples = await asyncio.to_thread(pcm16_to_float, pcm)
+            text = (await self.engine.transcribe(samples, SPEECH_RATE, quick=True)).text
+            if text.strip() and self._task is None and self.on_partial is not None:
+                await self.on_partial(text)
+        except Exception:  # noqa: BLE001 - reading ahead is a guess; the turn is heard the usual way
+            log.debug("reading the words heard so far failed", exc_info=True)
 
     def _start(self, buffer: bytes | bytearray) -> None:
         self._heard = bytes(buffer)
@@ -112,7 +148,7 @@ class EarlyTranscriber:
             text = (await self.engine.transcribe(samples, SPEECH_RATE, quick=True)).text
             if text.strip() and self.on_heard is not None and self._task is asyncio.current_task():
                 # (not once a commit took it: the answer is already reading this turn itself)
-                told = asyncio.create_task(self._tell(self.on_heard, text))
+                told = asyncio.create_task(self._tell(self.on_heard, text, self._partial))
                 self.told = (text, told)
                 self._telling.add(told)
                 told.add_done_callback(self._telling.discard)
@@ -121,8 +157,11 @@ class EarlyTranscriber:
             return None
 
     @staticmethod
-    async def _tell(on_heard: Callable[[str], Awaitable[None]], text: str) -> None:
+    async def _tell(on_heard: Callable[[str], Awaitable[None]], text: str, reading: asyncio.Task | None) -> None:
+        """`on_heard(text)`, once a reading of the words heard in part is done with the thinker."""
         try:
+            if reading is not None:
+                await asyncio.wait([reading])
             await on_heard(text)
         except Exception:  # noqa: BLE001 - reading ahead is a guess; the answer reads the turn itself
             log.debug("reading the early transcript ahead failed", exc_info=True)
@@ -146,6 +185,8 @@ class EarlyTranscriber:
     def close(self) -> None:
         """The session ends: forget its speech, and it no longer counts as a talker."""
         self.reset()
+        if self._partial is not None:
+            self._partial.cancel()
         self.scheduler.leave(self)
 
     def _void(self, cancel: bool = True) -> None:

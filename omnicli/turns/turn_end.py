@@ -51,6 +51,7 @@ class TurnEnd:
         self.early = EarlyTranscriber(engine, scheduler, models)
         """The one path by which the words are heard before the turn is committed."""
         self.early.on_heard = self._heard_early
+        self.early.on_partial = self._heard_partial
         self._pending = pending
         self.heard_ms = 0
         """Audio heard since turn detection was (re)configured."""
@@ -60,15 +61,17 @@ class TurnEnd:
         self.detector: TurnDetector | None = None
         self.read_turns = True
         """semantic_vad (but eagerness high): a turn Smart Turn ends must also read finished."""
-        self._tell: Callable[[str], Awaitable[None]] | None = None
+        self._tell: Callable[..., Awaitable[None]] | None = None
         self._lock, self._on_late_turns = lock, on_late_turns
         self._deciding: asyncio.Task | None = None
         """A pause being judged: waiting for its answer, then Smart Turn and the words."""
         self._judging: asyncio.Future | None = None
         """Smart Turn asked about that pause beside the early transcript."""
 
-    def on_heard(self, tell: Callable[[str], Awaitable[None]]) -> None:
-        """`tell` gets each transcript heard before a commit, as it is ready."""
+    def on_heard(self, tell: Callable[..., Awaitable[None]]) -> None:
+        """`tell(transcript, begin=...)` gets each transcript heard before a commit, as it is
+        ready: the turn heard in a pause (`begin`: an answer may be begun on it), or the words
+        so far while the user still speaks (not `begin`: to be read only)."""
         self._tell = tell
 
     @property
@@ -88,7 +91,12 @@ class TurnEnd:
         if self._tell is not None:
             if self._judging is not None:
                 await asyncio.wait([self._judging])
-            await self._tell(transcript)
+            await self._tell(transcript, begin=True)
+
+    async def _heard_partial(self, transcript: str) -> None:
+        """The words so far, heard while the user still speaks: the thinker may read them."""
+        if self._tell is not None:
+            await self._tell(transcript, begin=False)
 
     async def _reads(self, transcript: str) -> bool:
         """Whether `transcript` reads finished (turns/text_turn.py)."""

@@ -14,7 +14,7 @@ from omnicli.turns.scheduler import AnswerScheduler
 from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, user_text
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
-from tests.helpers.synthetic_speech import speech
+from tests.helpers.synthetic_speech import say, speech
 
 
 class SlowEars(ScriptedEngine):
@@ -218,3 +218,75 @@ def test_what_the_engine_was_offered_on_a_committed_turn_is_not_called_off_after
             return engine.called_off
 
     assert run(go()) == 0
+
+
+class ReadsAhead(ScriptedEngine):
+    """An engine that keeps what it read (`reads_ahead`); a reading of words heard while the user
+    still speaks (not `begin_answer`) lasts until the test opens `gate`."""
+
+    reads_ahead = True
+
+    def __init__(self, transcripts: list[str]) -> None:
+        super().__init__(transcripts=transcripts)
+        self.gate = asyncio.Event()
+        self.heard = 0
+
+    async def transcribe(self, samples, rate, **options):
+        self.heard += 1
+        return await super().transcribe(samples, rate, **options)
+
+    async def prepare(self, req, *, begin_answer: bool = False) -> None:
+        await super().prepare(req, begin_answer=begin_answer)
+        if not begin_answer:
+            await self.gate.wait()
+
+
+QUESTION = "What is the capital of France?"
+
+
+def _words(req: ChatRequest) -> str:
+    return req.messages[-1].parts[0].text
+
+
+async def _speak_in_appends(s: Session, samples: np.ndarray, append_s: float = 0.1) -> None:
+    step = int(append_s * 24000)
+    for start in range(0, len(samples), step):
+        await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(samples[start:start + step])})
+
+
+def test_words_heard_while_the_user_speaks_are_read_and_the_turn_heard_in_the_pause_waits_for_that_reading():
+    """With one talker and an engine that keeps what it read, the words so far are heard while the
+    user still speaks and offered to be read only; the turn heard in the pause is offered, an
+    answer begun on it, once that reading is done, so the two never race for the thinker."""
+    engine = ReadsAhead(["What is the capital", QUESTION])
+
+    async def go():
+        async with Session(engine) as s:
+            await _speak_in_appends(s, np.concatenate([say(QUESTION), silence(0.4)]))
+            while engine.heard < 2:  # the words so far, then the turn in the pause
+                await asyncio.sleep(0.01)
+            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all appends carried out
+            offered_before = [(_words(r), began) for r, began in zip(engine.prepared, engine.began_answers, strict=True)]
+            engine.gate.set()
+            while len(engine.prepared) < 2:
+                await asyncio.sleep(0.01)
+            return offered_before, [(_words(r), began) for r, began in zip(engine.prepared, engine.began_answers, strict=True)]
+
+    before, after = run(go())
+    assert before == [("What is the capital", False)]
+    assert after == [("What is the capital", False), (QUESTION, True)]
+    assert engine.heard == 2  # no second reading while the first was under way
+
+
+def test_an_engine_that_keeps_nothing_it_read_is_not_told_the_words_while_the_user_speaks():
+    engine = ScriptedEngine(transcripts=[QUESTION])
+
+    async def go():
+        async with Session(engine) as s:
+            await _speak_in_appends(s, np.concatenate([say(QUESTION), silence(0.4)]))
+            while not engine.prepared:
+                await asyncio.sleep(0.01)
+
+    run(go())
+    assert [r[0] for r in engine.requests if isinstance(r, tuple)] == ["transcribe"]
+    assert [_words(r) for r in engine.prepared] == [QUESTION] and engine.began_answers == [True]

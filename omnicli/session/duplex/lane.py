@@ -311,11 +311,11 @@ class DuplexSession(Lifeline):
             await self._transcribed(item, item.transcript)
         await self.emit(ServerEvent.ITEM_DONE, previous_item_id=previous, item=copy.deepcopy(item.wire))
 
-    async def _read_ahead(self, transcript: str) -> None:
+    async def _read_ahead(self, transcript: str, *, begin: bool) -> None:
         """A turn heard before the server or the client ended it: the engine reads it ahead, and with
         one talker begins the answer (as the turn-based session does)."""
         if not self._typed:
-            await self.core.read_ahead(transcript)
+            await self.core.read_ahead(transcript, begin=begin)
 
     async def _heard(self, item: Item, transcript: str) -> None:
         self.core.heard(item, transcript)
