@@ -78,9 +78,15 @@ class WordsCheck:
 
 
 def _last_logits(model, tokens: list[int]) -> np.ndarray:
-    """The next-token logits after `tokens`, read from scratch (on the llama.cpp thread)."""
+    """The next-token logits after `tokens`, reading only what follows the longest prefix of them
+    the model read last time (on the llama.cpp thread)."""
     import llama_cpp
 
-    model.reset()
-    model.eval(tokens)
+    held = 0
+    for cached, token in zip(model.input_ids[:model.n_tokens], tokens[:-1], strict=False):
+        if cached != token:
+            break
+        held += 1
+    model.n_tokens = held  # eval drops the cache past this
+    model.eval(tokens[held:])
     return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.ctx, -1), shape=(model.n_vocab(),)).copy()

@@ -48,3 +48,15 @@ def test_the_words_heard_so_far_read_finished_or_not(models):
     assert not reads_finished("I was wondering if")
     assert not reads_finished("The children built a small")
     assert models.words.sentence_end_probability(" ...  ") == 1.0  # no words: the audio decides
+
+
+def test_the_words_check_reads_only_what_follows_what_it_read_last_and_says_the_same_as_from_scratch(models):
+    """It keeps the longest prefix it read (the turn's words grow as the pause is asked about again):
+    each verdict equals a fresh model's, whatever was read before."""
+    from omnicli.turns.text_turn import WordsCheck
+
+    texts = ["What is the capital of", "What is the capital of France?", "The children built a small",
+             "The children built a small castle out of sand.", "What is the capital of France?"]
+    fresh = [WordsCheck().sentence_end_probability(text) for text in texts]
+    assert [models.words.sentence_end_probability(text) for text in texts] == pytest.approx(fresh, abs=1e-4)
+    assert fresh[0] < 0.02 < fresh[1]
