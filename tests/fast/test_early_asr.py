@@ -14,7 +14,7 @@ from omnicli.turns.scheduler import AnswerScheduler
 from tests.helpers.models import TURN_MODELS
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, user_text
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
-from tests.helpers.synthetic_speech import say, speech
+from tests.helpers.synthetic_speech import QUESTION, say, speech
 
 
 class SlowEars(ScriptedEngine):
@@ -241,17 +241,8 @@ class ReadsAhead(ScriptedEngine):
             await self.gate.wait()
 
 
-QUESTION = "What is the capital of France?"
-
-
 def _words(req: ChatRequest) -> str:
     return req.messages[-1].parts[0].text
-
-
-async def _speak_in_appends(s: Session, samples: np.ndarray, append_s: float = 0.1) -> None:
-    step = int(append_s * 24000)
-    for start in range(0, len(samples), step):
-        await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(samples[start:start + step])})
 
 
 def test_words_heard_while_the_user_speaks_are_read_and_the_turn_heard_in_the_pause_waits_for_that_reading():
@@ -262,7 +253,7 @@ def test_words_heard_while_the_user_speaks_are_read_and_the_turn_heard_in_the_pa
 
     async def go():
         async with Session(engine) as s:
-            await _speak_in_appends(s, np.concatenate([say(QUESTION), silence(0.4)]))
+            await s.stream(np.concatenate([say(QUESTION), silence(0.4)]))
             while engine.heard < 2:  # the words so far, then the turn in the pause
                 await asyncio.sleep(0.01)
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all appends carried out
@@ -283,7 +274,7 @@ def test_an_engine_that_keeps_nothing_it_read_is_not_told_the_words_while_the_us
 
     async def go():
         async with Session(engine) as s:
-            await _speak_in_appends(s, np.concatenate([say(QUESTION), silence(0.4)]))
+            await s.stream(np.concatenate([say(QUESTION), silence(0.4)]))
             while not engine.prepared:
                 await asyncio.sleep(0.01)
 

@@ -249,11 +249,6 @@ def test_an_overruled_stop_goes_on_into_one_turn_and_only_first_asks_wait_for_a_
     assert [e.pending for e in feed(plain, paused(QUESTION, FOLLOW_UP, pause_s=0.4))] == [False] * 4
 
 
-async def _append_all(s: Session, audio: np.ndarray) -> None:
-    for start in range(0, len(audio), 960):
-        await s.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + 960])})
-
-
 async def _decided(s: Session) -> None:
     """Until the pause's turn end is decided (Smart Turn, then the words: ~0.1 s alone, longer on a
     busy machine), however long that takes."""
@@ -281,9 +276,9 @@ def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that
             await s.until("session.updated")
             mark = len(s.seen)
             audio = paused(QUESTION, FOLLOW_UP, pause_s=0.4)
-            await _append_all(s, audio[:_at_the_pause(audio)])
+            await s.stream(audio[:_at_the_pause(audio)])
             await _decided(s)
-            await _append_all(s, audio[_at_the_pause(audio):])
+            await s.stream(audio[_at_the_pause(audio):])
             await _decided(s)  # the follow-up's own pause too
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all events carried out
             return [e["type"] for e in s.seen[mark:]].count("input_audio_buffer.committed")
@@ -303,7 +298,7 @@ def test_a_semantic_turn_end_waits_for_the_answer_begun_on_its_words():
             engine.watch = s.seen
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
-            await _append_all(s, spoken(QUESTION, tail_s=1.0))
+            await s.stream(spoken(QUESTION, tail_s=1.0))
             await s.until("input_audio_buffer.committed")
             return engine
 
@@ -320,7 +315,7 @@ def test_an_answer_that_never_gets_begun_holds_a_semantic_turn_end_up_for_a_seco
         async with Session(engine) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
-            await _append_all(s, spoken(QUESTION, tail_s=1.0))
+            await s.stream(spoken(QUESTION, tail_s=1.0))
             return await asyncio.wait_for(s.until("input_audio_buffer.committed"), 5.0), engine
 
     committed, engine = run(go())
@@ -338,7 +333,7 @@ def test_the_voice_coming_back_before_a_turn_end_is_decided_keeps_the_sentence_w
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
             mark = len(s.seen)
-            await _append_all(s, paused(QUESTION, FOLLOW_UP, pause_s=0.4, tail_s=1.0))
+            await s.stream(paused(QUESTION, FOLLOW_UP, pause_s=0.4, tail_s=1.0))
             committed = await s.until("input_audio_buffer.committed")
             await asyncio.sleep(0.5)
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all events carried out
@@ -376,13 +371,13 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
             await s.until("session.updated")
             mark = len(s.seen)
             first, follow = spoken(QUESTION, tail_s=0.4), say(FOLLOW_UP)
-            await _append_all(s, np.concatenate([first, follow[:onset]]))
+            await s.stream(np.concatenate([first, follow[:onset]]))
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all appends carried out
             gate.set()
             while not read:
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.05)  # a turn end not waiting would be committed by now
-            await _append_all(s, np.concatenate([follow[onset:], silence(1.0)]))
+            await s.stream(np.concatenate([follow[onset:], silence(1.0)]))
             await s.until("input_audio_buffer.committed")
             await asyncio.sleep(0.5)
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})
@@ -464,9 +459,9 @@ def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_word
         async with Session(Ordered(done, beginning_s=0.3, transcripts=[heard])) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
-            await _append_all(s, audio[:early])
+            await s.stream(audio[:early])
             await asyncio.wait_for(_offered(done, heard), 5.0)  # heard, and offered, before Smart Turn's first ask
-            await _append_all(s, audio[early:])
+            await s.stream(audio[early:])
             await s.until("input_audio_buffer.committed")
 
     run(go())
@@ -485,7 +480,7 @@ def test_smart_turn_is_asked_beside_whisper_still_hearing_the_pause_and_the_answ
         async with Session(Ordered(done, hearing_s=0.3, beginning_s=0.1, transcripts=[heard])) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
-            await _append_all(s, np.concatenate([spoken(QUESTION), silence(0.6)]))
+            await s.stream(np.concatenate([spoken(QUESTION), silence(0.6)]))
             await s.until("input_audio_buffer.committed")
 
     run(go())

@@ -61,6 +61,12 @@ class Session:
             if event["type"] == kind:
                 return event
 
+    async def stream(self, audio: np.ndarray) -> None:
+        """`audio` (24 kHz) as a microphone sends it: 40 ms `input_audio_buffer.append`s."""
+        step = SPEECH_RATE * 40 // 1000
+        for start in range(0, len(audio), step):
+            await self.send({"type": "input_audio_buffer.append", "audio": pcm_b64(audio[start:start + step])})
+
     async def error(self, event: dict | str) -> dict:
         """Send a bad event; the `error` it got."""
         await self.send(event)
