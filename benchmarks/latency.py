@@ -20,7 +20,7 @@ talker start, first chunk synthesized, first audio delta out of the session, fir
 to the speaker (headless: the same moment); each step's p50/p90 measured from the commit.
 chat: talk.py's ten questions typed, `omni chat`'s engine call, request -> each step.
 serve: `omni serve` on 127.0.0.1 and 1, 4 and 8 concurrent headless `omni talk` sessions over
-WebSockets, each speaking talk.py's ten questions; commit -> first audio and end of speech -> first
+WebSockets, each speaking talk.py's ten questions, each session from another one on; commit -> first audio and end of speech -> first
 sample, p50/p90, and answers per minute (so a latency win is not paid for with throughput).
 Goals (issue 15): commit -> first audio p50 <= 350 ms; end of speech -> first sample p50 <= 600 ms
 with semantic turns (benchmarks/turns.py measures how often those cut a sentence).
@@ -103,11 +103,11 @@ class Quiet:
         return lambda *args, **kwargs: None
 
 
-def dialog(work: Path, questions: list[str] = QUESTIONS) -> Path:
+def dialog(work: Path, questions: list[str] = QUESTIONS, name: str = "dialog") -> Path:
     """The questions read by the embedded voice without its sampling noise (the same audio every
     run, so Smart Turn's verdicts do not move the figures), 4 s of silence after each."""
     say, gap = voice(), np.zeros(24000 * 4, dtype=np.float32)
-    path = work / f"dialog-{len(questions)}.wav"
+    path = work / f"{name}-{len(questions)}.wav"
     sf.write(path, np.concatenate([x for q in questions for x in (say(q), gap)]), 24000)
     return path
 
@@ -239,10 +239,11 @@ def chat_timeline(llm: str) -> None:
 
 
 def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
-    """omni serve, and N concurrent headless `omni talk` processes over its WebSocket."""
+    """omni serve, and N concurrent headless `omni talk` processes over its WebSocket, each asking
+    the questions in its own order (conversations of their own, as different users' are)."""
     import json
 
-    wav = dialog(work)
+    wavs = [dialog(work, QUESTIONS[k:] + QUESTIONS[:k], name=f"dialog-from-{k}") for k in range(max(levels))]
     env = {**os.environ, "OMNI_LLM": llm}
     with omni_serve(llm) as url:
         print(f"\nserve, {llm}: N concurrent headless talk sessions over WebSockets, {len(QUESTIONS)} questions each")
@@ -255,7 +256,7 @@ def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
             for k in range(n):
                 log = work / f"events-{n}-{k}.jsonl"
                 procs.append((log, subprocess.Popen(
-                    [sys.executable, "-m", "omnicli", "talk", "--server", url, "--vad", "client", "--input-file", str(wav),
+                    [sys.executable, "-m", "omnicli", "talk", "--server", url, "--vad", "client", "--input-file", str(wavs[k]),
                      "--output-file", str(work / f"out-{n}-{k}.wav"), "--transcript", str(log)],
                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
             commit_to_audio, answers = [], 0

@@ -10,9 +10,13 @@ A turn heard before its commit may be answered ahead (`prefill` with `max_tokens
 the prompt and writes the answer's first words, up to its first speakable piece, and the
 generation waits, parked, for the answer to be asked for. An answer to the same messages (greedy
 decoding says the same words) takes it over; any other work on the model ends it first.
+
+Several conversations on one model (a server's sessions) each keep their llama.cpp cache between
+turns (`engine/kept_conversations.py`): a turn reads its new words, not its conversation again.
 """
 
 import asyncio
+import itertools
 import json
 import logging
 import threading
@@ -23,6 +27,7 @@ from pathlib import Path
 from omnicli.config import thinker_setting
 from omnicli.engine import packaged
 from omnicli.engine.cores import PRIORITY, THREADS
+from omnicli.engine.kept_conversations import KeptConversations
 from omnicli.engine.llama_load import load_llama
 from omnicli.engine.native_threads import LLAMA
 from omnicli.engine.sentences import SentenceChunker
@@ -88,6 +93,8 @@ class LlamaThinker:
         self._queue = ModelQueue("thinker")
         self._ahead: _Ahead | None = None
         """Touched only by the job holding the model (`_queue`)."""
+        self.conversations = KeptConversations()
+        """Each conversation's cache, kept while another is read (the same: touched by the job holding the model)."""
 
     def load(self):
         """The llama.cpp model, loaded on the llama.cpp thread on first use."""
@@ -184,6 +191,7 @@ class LlamaThinker:
         if max_tokens is None:
             self._drop_ahead()
             self._use_threads(llm, THREADS.thinker_prompt, None)
+            LLAMA.run(self.conversations.resume, llm, messages)
             LLAMA.run(lambda: [*llm.create_chat_completion(messages=messages, stream=True, max_tokens=1,
                                                            temperature=temperature, repeat_penalty=1.15)])
             return WrittenAhead()
@@ -215,8 +223,9 @@ class LlamaThinker:
         if ahead is not None:
             LLAMA.run(ahead.chunks.close)
 
-    @staticmethod
-    def _completion(llm, messages: list[dict], max_tokens: int, temperature: float) -> Generator[dict, None, None]:
+    def _completion(self, llm, messages: list[dict], max_tokens: int, temperature: float) -> Generator[dict, None, None]:
+        """The answer's chunks, once the conversation's kept cache (if any) is back in the context."""
+        LLAMA.run(self.conversations.resume, llm, messages)
         return LLAMA.run(llm.create_chat_completion, messages=messages, stream=True, max_tokens=max_tokens,
                          temperature=temperature, repeat_penalty=1.15)
 
@@ -236,10 +245,13 @@ class LlamaThinker:
             self._drop_ahead()
             self._use_threads(llm, PRIORITY.thinker_threads(), None)
             ahead = _Ahead("", self._completion(llm, messages, max_tokens, temperature))
+        written: list[str] = []
         try:
-            yield from ahead.pieces
-            if not ahead.ended:
-                yield from self._pieces(llm, ahead.chunks, stop)
+            for piece in itertools.chain(ahead.pieces, () if ahead.ended else self._pieces(llm, ahead.chunks, stop)):
+                written.append(piece)
+                yield piece
+            if not stop.is_set():
+                self.conversations.answered(messages, "".join(written))
         finally:
             LLAMA.run(ahead.chunks.close)
 
