@@ -26,12 +26,55 @@ _SEQUENCE = 0
 
 
 @dataclass
-class _Kept:
-    """A conversation's cache, copied out of the context: the messages it covers, its tokens, the bytes."""
+class CacheCopy:
+    """What a llama.cpp context's cache holds (its sequence 0), copied out: the tokens and the bytes."""
 
-    messages: tuple[dict, ...]
     tokens: np.ndarray
     state: ctypes.Array
+
+    @classmethod
+    def take(cls, llm, limit: int | None = None) -> "CacheCopy | None":
+        """Copy out what `llm`'s cache holds (None: nothing, more than `limit` bytes, or a failure)."""
+        import llama_cpp
+
+        tokens = np.array(llm.input_ids[: llm.n_tokens], copy=True)
+        if not len(tokens):
+            return None
+        size = llama_cpp.llama_state_seq_get_size(llm.ctx, _SEQUENCE)
+        if limit is not None and size > limit:
+            return None
+        state = (ctypes.c_uint8 * size)()
+        if llama_cpp.llama_state_seq_get_data(llm.ctx, state, size, _SEQUENCE) != size:
+            log.debug("thinker: the cache could not be copied out")
+            return None
+        return cls(tokens, state)
+
+    @property
+    def size(self) -> int:
+        """Bytes."""
+        return len(self.state)
+
+    def put(self, llm) -> bool:
+        """Make this what `llm`'s cache holds. On failure (False) it holds nothing: a prompt is read whole."""
+        import llama_cpp
+
+        llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(llm.ctx), _SEQUENCE, -1, -1)
+        llm.n_tokens = 0
+        if llama_cpp.llama_state_seq_set_data(llm.ctx, self.state, self.size, _SEQUENCE) != self.size:
+            log.debug("thinker: a copy of the cache could not be put back")
+            return False
+        llm.input_ids[: len(self.tokens)] = self.tokens
+        llm.n_tokens = len(self.tokens)
+        llm._requires_eval = True  # noqa: SLF001 - its logits were not kept: llama-cpp-python reads the last token again
+        return True
+
+
+@dataclass
+class _Kept:
+    """A conversation's cache, copied out of the context, and the messages it covers."""
+
+    messages: tuple[dict, ...]
+    copy: CacheCopy
 
 
 def shared_messages(a: tuple[dict, ...] | list[dict], b: tuple[dict, ...] | list[dict]) -> int:
@@ -60,18 +103,19 @@ class KeptConversations:
     @property
     def kept_bytes(self) -> int:
         """What the kept copies take in memory."""
-        return sum(len(kept.state) for kept in self._kept)
+        return sum(kept.copy.size for kept in self._kept)
 
     def resume(self, llm, messages: list[dict]) -> None:
         """Before `llm` reads `messages`: keep the conversation the reading would overwrite (more
         than its last message differs), and copy back the kept one that shares most with them."""
         held = shared_messages(self.holding, messages)
-        best = max(self._kept, key=lambda kept: shared_messages(kept.messages, messages), default=None)
         if held < len(self.holding) - 1:
             self._keep(llm)
+        best = max(self._kept, key=lambda kept: shared_messages(kept.messages, messages), default=None)
         if best is not None and shared_messages(best.messages, messages) > held:
             self._kept.remove(best)
-            self._load(llm, best)
+            if best.copy.put(llm):
+                self.swaps += 1
         self.holding = tuple(messages)
 
     def answered(self, messages: list[dict], text: str) -> None:
@@ -80,34 +124,11 @@ class KeptConversations:
 
     def _keep(self, llm) -> None:
         """Copy out what the context holds, replacing the older copies of the same conversation."""
-        import llama_cpp
-
-        tokens = np.array(llm.input_ids[: llm.n_tokens], copy=True)
-        if not len(tokens):
-            return
-        size = llama_cpp.llama_state_seq_get_size(llm.ctx, _SEQUENCE)
-        if size > self.keep_bytes:
-            return
-        state = (ctypes.c_uint8 * size)()
-        if llama_cpp.llama_state_seq_get_data(llm.ctx, state, size, _SEQUENCE) != size:
-            log.debug("thinker: the conversation's cache could not be copied out; not kept")
+        copy = CacheCopy.take(llm, self.keep_bytes)
+        if copy is None:
             return
         holding = self.holding
         self._kept = [kept for kept in self._kept if shared_messages(kept.messages, holding) < len(kept.messages)]
-        self._kept.append(_Kept(holding, tokens, state))
+        self._kept.append(_Kept(holding, copy))
         while self.kept_bytes > self.keep_bytes:
             self._kept.pop(0)
-
-    def _load(self, llm, kept: _Kept) -> None:
-        """Make `kept` what the context holds (on failure, nothing: the prompt is read whole)."""
-        import llama_cpp
-
-        llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(llm.ctx), _SEQUENCE, -1, -1)
-        llm.n_tokens = 0
-        if llama_cpp.llama_state_seq_set_data(llm.ctx, kept.state, len(kept.state), _SEQUENCE) != len(kept.state):
-            log.debug("thinker: a kept conversation's cache could not be copied back; its prompt is read whole")
-            return
-        llm.input_ids[: len(kept.tokens)] = kept.tokens
-        llm.n_tokens = len(kept.tokens)
-        llm._requires_eval = True  # noqa: SLF001 - its logits were not kept: llama-cpp-python reads the last token again
-        self.swaps += 1

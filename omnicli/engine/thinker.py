@@ -3,8 +3,12 @@
 Default: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), joined once from its packages (see `packaged`); the
 only catalogue model that met the bar for a default in benchmarks/thinker.py. The chat template
 comes from the GGUF. One generation runs at a time per model, its tokens computed on the process's
-one llama.cpp thread (engine/native_threads.py); concurrent requests queue in arrival order.
-Closing the stream stops the generation between two tokens.
+one llama.cpp thread (engine/native_threads.py); concurrent requests queue in arrival order, but an
+answer past its first speakable piece steps aside between two tokens for the answers waiting: at
+once for one not yet begun, every `SLICE_TOKENS` for one that stepped aside itself. Its cache is
+copied out meanwhile and back in as it was (`CacheCopy`), so it goes on with the same words, and a
+new answer's first words need not wait for a whole answer before them. Closing the stream stops
+the generation between two tokens.
 
 A turn heard before its commit may be answered ahead (`prefill` with `max_tokens`): the model reads
 the prompt and writes the answer's first words, up to its first speakable piece, and the
@@ -20,14 +24,14 @@ import itertools
 import json
 import logging
 import threading
-from collections.abc import AsyncGenerator, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from omnicli.config import thinker_setting
 from omnicli.engine import packaged
 from omnicli.engine.cores import PRIORITY, THREADS
-from omnicli.engine.kept_conversations import KeptConversations
+from omnicli.engine.kept_conversations import CacheCopy, KeptConversations
 from omnicli.engine.llama_load import load_llama
 from omnicli.engine.native_threads import LLAMA
 from omnicli.engine.sentences import SentenceChunker
@@ -39,6 +43,11 @@ log = logging.getLogger("omni")
 DEFAULT_CONTEXT = 4096
 _AHEAD_PIECES = 32
 """An answer written ahead stops at its first speakable piece, or after this many tokens."""
+SLICE_TOKENS = 8
+"""An answer past its first speakable piece lets answers waiting for the model have it after this
+many tokens (~0.3 s), and at once for one not yet begun."""
+_STEP_ASIDE = object()
+"""Put in an answer's hand-off queue by its generation: let the others waiting have the model."""
 
 
 def chosen_llm(name: str | None) -> str:
@@ -145,9 +154,18 @@ class LlamaThinker:
         stop = threading.Event()
         failed: list[BaseException] = []
 
+        back = threading.Event()
+        """Set once the model is this answer's again after it stepped aside (or the answer ends)."""
+
+        def step_aside() -> None:
+            loop.call_soon_threadsafe(pieces.put_nowait, _STEP_ASIDE)
+            back.wait()
+            back.clear()
+
         def generate() -> None:
             try:
-                for piece in self.generate(messages, max_tokens=max_tokens, temperature=temperature, stop=stop):
+                for piece in self.generate(messages, max_tokens=max_tokens, temperature=temperature, stop=stop,
+                                           step_aside=step_aside):
                     loop.call_soon_threadsafe(pieces.put_nowait, piece)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the loop's side
                 failed.append(exc)
@@ -155,13 +173,18 @@ class LlamaThinker:
                 if not loop.is_closed():
                     loop.call_soon_threadsafe(pieces.put_nowait, None)
 
-        async with self._queue.turn():
+        async with self._queue.turn() as turn:
             producer = loop.run_in_executor(None, generate)
             try:
                 while (piece := await pieces.get()) is not None:
-                    yield piece
+                    if piece is _STEP_ASIDE:
+                        await turn.step_aside()
+                        back.set()
+                    else:
+                        yield piece
             finally:
                 stop.set()
+                back.set()
                 await asyncio.shield(producer)
         if failed:
             raise _translated(failed[0])
@@ -171,9 +194,9 @@ class LlamaThinker:
         to them reads nothing new instead of the whole new turn: llama.cpp reuses the longest cached
         prefix. With `max_tokens` (the answer's own), write the answer's first words too, for the
         answer to take over (see the module's docstring); they are returned, token by token.
-        Skipped while the model is busy: another answer is not delayed for a guess. Cancelled (the
+        Skipped while the model is busy or answers wait for it: none is delayed for a guess. Cancelled (the
         user went on speaking), the writing stops at the next token and nothing is kept."""
-        if self._queue.busy:
+        if self._queue.busy or self._queue.waiting:
             return WrittenAhead()
         stop = threading.Event()
         async with self._queue.turn():
@@ -230,10 +253,12 @@ class LlamaThinker:
                          temperature=temperature, repeat_penalty=1.15)
 
     def generate(self, messages: list[dict], *, max_tokens: int, temperature: float,
-                  stop: threading.Event) -> Iterator[str]:
+                 stop: threading.Event, step_aside: Callable[[], None] | None = None) -> Iterator[str]:
         """Each token is computed on the llama.cpp thread (engine/native_threads.py); waiting for the
         talker, and `stop`, are seen here between two tokens. An answer to these messages written
-        ahead is taken over: its words first, then its generation goes on."""
+        ahead is taken over: its words first, then its generation goes on. Past its first speakable
+        piece, while other answers wait for the model, `step_aside()` (returning once the model is
+        this answer's again) is called between two tokens, the cache copied out around it."""
         llm = self.load()
         ahead = self._ahead
         if ahead is not None and ahead.key == _key(messages, max_tokens, temperature):
@@ -246,14 +271,40 @@ class LlamaThinker:
             self._use_threads(llm, PRIORITY.thinker_threads(), None)
             ahead = _Ahead("", self._completion(llm, messages, max_tokens, temperature))
         written: list[str] = []
+        first_piece: SentenceChunker | None = SentenceChunker(clock=lambda: 0.0)
+        """Until the answer's first speakable piece is written; then None, and it may step aside."""
+        since = 0
+        """Tokens written since then, or since it last stepped aside."""
         try:
             for piece in itertools.chain(ahead.pieces, () if ahead.ended else self._pieces(llm, ahead.chunks, stop)):
                 written.append(piece)
                 yield piece
+                if step_aside is None or (first_piece is not None and not first_piece.feed(piece)):
+                    continue
+                first_piece, since = None, since + 1
+                if self._queue.newcomers or (self._queue.waiting and since >= SLICE_TOKENS):
+                    if not self._step_aside(llm, messages, step_aside, stop):
+                        break  # stopped meanwhile: the model is another answer's now, not to be touched
+                    since = 0
             if not stop.is_set():
                 self.conversations.answered(messages, "".join(written))
         finally:
             LLAMA.run(ahead.chunks.close)
+
+    def _step_aside(self, llm, messages: list[dict], step_aside: Callable[[], None], stop: threading.Event) -> bool:
+        """Copy this answer's cache out, let the others have the model, and put it back in as it
+        was. False: the answer was stopped meanwhile (the model may be another's)."""
+        copy = LLAMA.run(CacheCopy.take, llm)
+        sampler = llm._sampler  # noqa: SLF001 - the answer's own sampling state (its penalties' history)
+        step_aside()
+        if stop.is_set():
+            return False
+        self._drop_ahead()  # an answer begun ahead meanwhile is ended: the cache is about to be this one's
+        if copy is None or not LLAMA.run(copy.put, llm):
+            raise OmniError("the thinker could not take up an answer it had set aside")
+        llm._sampler = sampler  # noqa: SLF001
+        self.conversations.holding = tuple(messages)
+        return True
 
     def _pieces(self, llm, chunks: Iterator[dict], stop: threading.Event | None) -> Iterator[str]:
         """The text of each next token; `chunks` is left open (whoever opened it closes it)."""

@@ -1,7 +1,8 @@
 """One queue per model: blocking inference runs in a worker thread, one job at a time, in the
 order requests asked for it. Concurrent requests interleave fairly (sentence by sentence for the
 voice) instead of racing for threads, and models that are not thread-safe (espeak inside Piper,
-a llama.cpp context) are never entered twice at once."""
+a llama.cpp context) are never entered twice at once. A long job may step aside for the jobs
+waiting and queue again (`Turn.step_aside`)."""
 
 import asyncio
 import contextlib
@@ -14,6 +15,8 @@ class ModelQueue:
     def __init__(self, name: str) -> None:
         self.name = name
         self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._newcomers = 0
+        self._returning = 0
 
     def _lock(self) -> asyncio.Lock:
         # asyncio locks belong to one loop; an engine may outlive a loop (one REPL turn each).
@@ -29,11 +32,32 @@ class ModelQueue:
         """A job holds the model (on this loop)."""
         return self._lock().locked()
 
+    @property
+    def newcomers(self) -> int:
+        """Jobs waiting for their first turn (not ones that stepped aside)."""
+        return self._newcomers
+
+    @property
+    def waiting(self) -> int:
+        """Jobs waiting for the model: newcomers and those that stepped aside."""
+        return self._newcomers + self._returning
+
     @contextlib.asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        """Hold the model for a longer job (a whole generation). FIFO across waiters."""
-        async with self._lock():
-            yield
+    async def turn(self) -> AsyncIterator["Turn"]:
+        """Hold the model for a longer job (a whole generation). FIFO across waiters; the job
+        may step aside for the others and queue again (`Turn.step_aside`)."""
+        lock = self._lock()
+        self._newcomers += 1
+        try:
+            await lock.acquire()
+        finally:
+            self._newcomers -= 1
+        turn = Turn(self, lock)
+        try:
+            yield turn
+        finally:
+            if turn.held:
+                lock.release()
 
     async def run(self, fn: Callable, *args):
         """Run one blocking job in a thread when this model's turn comes. A caller cancelled while
@@ -49,6 +73,25 @@ class ModelQueue:
             raise
         job.add_done_callback(_release(lock))
         return await asyncio.shield(job)
+
+
+class Turn:
+    """A job's hold on the model (`ModelQueue.turn`)."""
+
+    def __init__(self, queue: ModelQueue, lock: asyncio.Lock) -> None:
+        self._queue, self._lock = queue, lock
+        self.held = True
+
+    async def step_aside(self) -> None:
+        """Let every job waiting now have the model first, then hold it again."""
+        self._lock.release()
+        self.held = False
+        self._queue._returning += 1  # noqa: SLF001 - the queue's own count, kept by its turns
+        try:
+            await self._lock.acquire()
+        finally:
+            self._queue._returning -= 1  # noqa: SLF001
+        self.held = True
 
 
 def _release(lock: asyncio.Lock) -> Callable[[asyncio.Future], None]:

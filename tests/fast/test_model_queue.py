@@ -56,3 +56,66 @@ def test_a_failing_job_fails_its_caller_and_frees_the_model():
         return await queue.run(lambda: "next")
 
     assert asyncio.run(main()) == "next"
+
+
+def test_a_job_that_steps_aside_lets_the_waiting_one_go_first_then_holds_the_model_again():
+    queue = ModelQueue("thinker")
+    order: list[str] = []
+
+    async def main():
+        second_waits = asyncio.Event()
+
+        async def first():
+            async with queue.turn() as turn:
+                order.append("first")
+                await second_waits.wait()
+                assert queue.newcomers == 1
+                await turn.step_aside()
+                order.append("first again")
+
+        async def second():
+            second_waits.set()
+            async with queue.turn():
+                assert queue.waiting == 1 and queue.newcomers == 0  # the first, queued again
+                order.append("second")
+
+        one = asyncio.create_task(first())
+        await asyncio.sleep(0)
+        await asyncio.wait_for(asyncio.gather(one, second()), SAFETY_S)
+        return queue.busy, queue.waiting
+
+    assert asyncio.run(main()) == (False, 0)
+    assert order == ["first", "second", "first again"]
+
+
+def test_a_job_cancelled_while_it_stood_aside_leaves_the_model_to_the_others():
+    queue = ModelQueue("thinker")
+
+    async def main():
+        holder_in = asyncio.Event()
+
+        async def first():
+            async with queue.turn() as turn:
+                while queue.newcomers == 0:
+                    await asyncio.sleep(0.001)
+                await turn.step_aside()
+
+        async def holder():
+            async with queue.turn():
+                holder_in.set()
+                await asyncio.sleep(SAFETY_S)
+
+        one = asyncio.create_task(first())
+        await asyncio.sleep(0)
+        other = asyncio.create_task(holder())
+        await asyncio.wait_for(holder_in.wait(), SAFETY_S)
+        assert queue.waiting == 1  # the first, stood aside
+        one.cancel()
+        await asyncio.gather(one, return_exceptions=True)
+        assert queue.busy and queue.waiting == 0  # the holder still has it: nobody released it twice
+        other.cancel()
+        await asyncio.gather(other, return_exceptions=True)
+        async with queue.turn():  # free again
+            return True
+
+    assert asyncio.run(main())

@@ -1,0 +1,75 @@
+"""Two answers at once on one real SmolLM2 (llama.cpp): an answer past its first speakable piece
+steps aside for one just asked for, which then need not wait for the whole first answer, and the
+two take turns; each says exactly what it says with the model to itself. One closed while it
+stood aside ends there, and leaves the model to the other."""
+
+import asyncio
+import time
+
+from omnicli.engine.thinker import LlamaThinker
+
+SYSTEM = {"role": "system", "content": "You are a helpful assistant. Answer in detail."}
+FIRST = [SYSTEM, {"role": "user", "content": "Describe how bread is made, step by step."}]
+SECOND = [SYSTEM, {"role": "user", "content": "Explain why the sea is salty."}]
+LIMIT = 64
+
+
+async def _answer(thinker: LlamaThinker, messages: list[dict], log: list[tuple[str, float]], name: str) -> str:
+    pieces = []
+    async for piece in thinker.stream(messages, max_tokens=LIMIT, temperature=0.0):
+        pieces.append(piece)
+        log.append((name, time.monotonic()))
+    return "".join(pieces)
+
+
+def _alone(*conversations: list[dict]) -> str:
+    """What the last conversation says on a model of its own that answered the others before it
+    (so it reads its prompt from the same cached prefix as beside them)."""
+    async def go():
+        thinker = LlamaThinker("smollm2")
+        said = ""
+        for messages in conversations:
+            said = await _answer(thinker, messages, [], "")
+        return said
+
+    return asyncio.run(go())
+
+
+def test_an_answer_asked_for_meanwhile_goes_first_then_both_take_turns_and_say_what_they_say_alone():
+    expected_first, expected_second = _alone(FIRST), _alone(FIRST, SECOND)
+    thinker = LlamaThinker("smollm2")
+    log: list[tuple[str, float]] = []
+
+    async def both_at_once():
+        first = asyncio.create_task(_answer(thinker, FIRST, log, "first"))
+        while sum(name == "first" for name, _ in log) < 12:
+            await asyncio.sleep(0.005)
+        second = asyncio.create_task(_answer(thinker, SECOND, log, "second"))
+        return await first, await second
+
+    said_first, said_second = asyncio.run(both_at_once())
+    assert said_first == expected_first and said_second == expected_second
+    order = [name for name, _ in log]
+    second_from, second_to = order.index("second"), len(order) - 1 - order[::-1].index("second")
+    first_last = len(order) - 1 - order[::-1].index("first")
+    assert second_from < first_last  # the second answer began before the first was written whole
+    assert "first" in order[second_from:second_to]  # ...and once past its own first piece, gave turns back
+
+
+def test_an_answer_closed_while_it_stood_aside_ends_there_and_the_other_goes_on():
+    expected_second = _alone(FIRST, SECOND)
+    thinker = LlamaThinker("smollm2")
+    log: list[tuple[str, float]] = []
+
+    async def go():
+        first = asyncio.create_task(_answer(thinker, FIRST, log, "first"))
+        while sum(name == "first" for name, _ in log) < 12:
+            await asyncio.sleep(0.005)
+        second = asyncio.create_task(_answer(thinker, SECOND, log, "second"))
+        while "second" not in [name for name, _ in log]:
+            await asyncio.sleep(0.005)
+        first.cancel()  # it stands aside now: the second has the model
+        await asyncio.gather(first, return_exceptions=True)
+        return await asyncio.wait_for(second, 60)
+
+    assert asyncio.run(go()) == expected_second
