@@ -158,11 +158,13 @@ class LlamaThinker:
         """Set once the model is this answer's again after it stepped aside (or the answer ends)."""
 
         def step_aside() -> None:
+            """On the generation's thread: hand the model over, and return once it is this answer's again."""
             loop.call_soon_threadsafe(pieces.put_nowait, _STEP_ASIDE)
             back.wait()
             back.clear()
 
         def generate() -> None:
+            """On a worker thread: the answer's pieces into `pieces`, then None."""
             try:
                 for piece in self.generate(messages, max_tokens=max_tokens, temperature=temperature, stop=stop,
                                            step_aside=step_aside):

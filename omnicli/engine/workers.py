@@ -96,6 +96,7 @@ class Turn:
 
 def _release(lock: asyncio.Lock) -> Callable[[asyncio.Future], None]:
     def done(job: asyncio.Future) -> None:
+        """Free the model once the job's thread is done with it."""
         lock.release()
         if not job.cancelled():
             job.exception()  # retrieved: a job nobody waits for any more does not log its failure as lost

@@ -4,7 +4,6 @@ two take turns; each says exactly what it says with the model to itself. One clo
 stood aside ends there, and leaves the model to the other."""
 
 import asyncio
-import time
 
 from omnicli.engine.thinker import LlamaThinker
 
@@ -14,12 +13,20 @@ SECOND = [SYSTEM, {"role": "user", "content": "Explain why the sea is salty."}]
 LIMIT = 64
 
 
-async def _answer(thinker: LlamaThinker, messages: list[dict], log: list[tuple[str, float]], name: str) -> str:
+async def _answer(thinker: LlamaThinker, messages: list[dict], log: list[str], name: str) -> str:
     pieces = []
     async for piece in thinker.stream(messages, max_tokens=LIMIT, temperature=0.0):
         pieces.append(piece)
-        log.append((name, time.monotonic()))
+        log.append(name)
     return "".join(pieces)
+
+
+async def _second_asked_past_the_first_piece(thinker: LlamaThinker, log: list[str]) -> tuple[asyncio.Task, asyncio.Task]:
+    """The first answer, and the second asked for once the first is past its first speakable piece."""
+    first = asyncio.create_task(_answer(thinker, FIRST, log, "first"))
+    while log.count("first") < 12:
+        await asyncio.sleep(0.005)
+    return first, asyncio.create_task(_answer(thinker, SECOND, log, "second"))
 
 
 def _alone(*conversations: list[dict]) -> str:
@@ -29,7 +36,7 @@ def _alone(*conversations: list[dict]) -> str:
         thinker = LlamaThinker("smollm2")
         said = ""
         for messages in conversations:
-            said = await _answer(thinker, messages, [], "")
+            said = await _answer(thinker, messages, [], "alone")
         return said
 
     return asyncio.run(go())
@@ -38,18 +45,14 @@ def _alone(*conversations: list[dict]) -> str:
 def test_an_answer_asked_for_meanwhile_goes_first_then_both_take_turns_and_say_what_they_say_alone():
     expected_first, expected_second = _alone(FIRST), _alone(FIRST, SECOND)
     thinker = LlamaThinker("smollm2")
-    log: list[tuple[str, float]] = []
+    order: list[str] = []
 
     async def both_at_once():
-        first = asyncio.create_task(_answer(thinker, FIRST, log, "first"))
-        while sum(name == "first" for name, _ in log) < 12:
-            await asyncio.sleep(0.005)
-        second = asyncio.create_task(_answer(thinker, SECOND, log, "second"))
+        first, second = await _second_asked_past_the_first_piece(thinker, order)
         return await first, await second
 
     said_first, said_second = asyncio.run(both_at_once())
     assert said_first == expected_first and said_second == expected_second
-    order = [name for name, _ in log]
     second_from, second_to = order.index("second"), len(order) - 1 - order[::-1].index("second")
     first_last = len(order) - 1 - order[::-1].index("first")
     assert second_from < first_last  # the second answer began before the first was written whole
@@ -59,14 +62,11 @@ def test_an_answer_asked_for_meanwhile_goes_first_then_both_take_turns_and_say_w
 def test_an_answer_closed_while_it_stood_aside_ends_there_and_the_other_goes_on():
     expected_second = _alone(FIRST, SECOND)
     thinker = LlamaThinker("smollm2")
-    log: list[tuple[str, float]] = []
+    order: list[str] = []
 
     async def go():
-        first = asyncio.create_task(_answer(thinker, FIRST, log, "first"))
-        while sum(name == "first" for name, _ in log) < 12:
-            await asyncio.sleep(0.005)
-        second = asyncio.create_task(_answer(thinker, SECOND, log, "second"))
-        while "second" not in [name for name, _ in log]:
+        first, second = await _second_asked_past_the_first_piece(thinker, order)
+        while "second" not in order:
             await asyncio.sleep(0.005)
         first.cancel()  # it stands aside now: the second has the model
         await asyncio.gather(first, return_exceptions=True)
