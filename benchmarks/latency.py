@@ -7,6 +7,7 @@
     python benchmarks/latency.py --parts talk --thinker-server       # no answer begun in the pause
     python benchmarks/latency.py --parts talk --per-turn             # each turn's figures too
     python benchmarks/latency.py --parts talk --trace                # when each stage ran, after end of speech
+    python benchmarks/latency.py --parts serve --sessions 1,4 --spread   # sessions' turns ending evenly apart
 
 talk: twenty spoken questions (talk.py's ten and ten more, read by the embedded voice without its
 sampling noise, so every run hears the same audio), headless, the session in process, twice:
@@ -21,7 +22,8 @@ to the speaker (headless: the same moment); each step's p50/p90 measured from th
 chat: talk.py's ten questions typed, `omni chat`'s engine call, request -> each step.
 serve: `omni serve` on 127.0.0.1 and 1, 4 and 8 concurrent headless `omni talk` sessions over
 WebSockets, each speaking talk.py's ten questions, each session from another one on; commit -> first audio and end of speech -> first
-sample, p50/p90, and answers per minute (so a latency win is not paid for with throughput).
+sample, p50/p90, answers per minute (so a latency win is not paid for with throughput), and how many
+answers the client heard a gap in (audio arriving after what came before had played out).
 Goals (issue 15): commit -> first audio p50 <= 350 ms; end of speech -> first sample p50 <= 600 ms
 with semantic turns (benchmarks/turns.py measures how often those cut a sentence).
 """
@@ -103,12 +105,14 @@ class Quiet:
         return lambda *args, **kwargs: None
 
 
-def dialog(work: Path, questions: list[str] = QUESTIONS, name: str = "dialog") -> Path:
+def dialog(work: Path, questions: list[str] = QUESTIONS, name: str = "dialog", lead_in: float = 0.0) -> Path:
     """The questions read by the embedded voice without its sampling noise (the same audio every
-    run, so Smart Turn's verdicts do not move the figures), 4 s of silence after each."""
+    run, so Smart Turn's verdicts do not move the figures), 4 s of silence after each; `lead_in`
+    seconds of silence first."""
     say, gap = voice(), np.zeros(24000 * 4, dtype=np.float32)
     path = work / f"{name}-{len(questions)}.wav"
-    sf.write(path, np.concatenate([x for q in questions for x in (say(q), gap)]), 24000)
+    first = np.zeros(int(24000 * lead_in), dtype=np.float32)
+    sf.write(path, np.concatenate([first, *(x for q in questions for x in (say(q), gap))]), 24000)
     return path
 
 
@@ -238,18 +242,27 @@ def chat_timeline(llm: str) -> None:
         print(row("  " + NAMES[step].replace("first audio delta out", "first audio to the caller"), values))
 
 
-def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
+def serve_sessions(llm: str, work: Path, levels: list[int], spread: bool = False) -> None:
     """omni serve, and N concurrent headless `omni talk` processes over its WebSocket, each asking
-    the questions in its own order (conversations of their own, as different users' are)."""
+    the questions in its own order (conversations of their own, as different users' are). The
+    sessions speak together (their turns end within ~0.5 s of one another: the worst case), or
+    with `spread` the k-th begins k/N of a turn later (turns end evenly apart, as independent
+    users' would on average)."""
     import json
 
     wavs = [dialog(work, QUESTIONS[k:] + QUESTIONS[:k], name=f"dialog-from-{k}") for k in range(max(levels))]
+    turn = sf.info(wavs[0]).duration / len(QUESTIONS)
     env = {**os.environ, "OMNI_LLM": llm}
     with omni_serve(llm) as url:
-        print(f"\nserve, {llm}: N concurrent headless talk sessions over WebSockets, {len(QUESTIONS)} questions each")
-        print(f"{'sessions':<10}{'commit->audio p50':>19}{'p90':>7}{'speech end->sample p50':>24}{'p90':>7}{'answers/min':>13}")
+        print(f"\nserve, {llm}: N concurrent headless talk sessions over WebSockets, {len(QUESTIONS)} questions each, "
+              + (f"the k-th begun k/N of a turn ({turn:.1f} s) later" if spread else "begun together"))
+        print(f"{'sessions':<10}{'commit->audio p50':>19}{'p90':>7}{'speech end->sample p50':>24}{'p90':>7}{'answers/min':>13}"
+              f"{'answers with a gap':>20}{'longest':>9}")
         lag_rows = []
         for n in levels:
+            if spread:
+                wavs = [dialog(work, QUESTIONS[k:] + QUESTIONS[:k], name=f"dialog-from-{k}-of-{n}", lead_in=k * turn / n)
+                        for k in range(n)]
             before = loop_lag_buckets(url)
             started = time.monotonic()
             procs = []
@@ -259,7 +272,7 @@ def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
                     [sys.executable, "-m", "omnicli", "talk", "--server", url, "--vad", "client", "--input-file", str(wavs[k]),
                      "--output-file", str(work / f"out-{n}-{k}.wav"), "--transcript", str(log)],
                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
-            commit_to_audio, answers = [], 0
+            commit_to_audio, answers, gaps = [], 0, []
             for log, proc in procs:
                 proc.wait()
                 events = [json.loads(line) for line in open(log)]
@@ -272,10 +285,13 @@ def serve_sessions(llm: str, work: Path, levels: list[int]) -> None:
                         commit_to_audio.append(e["t"] - commit)
                         answers += 1
                         commit = None
+                    elif kind == "omni.answer.played":  # the talk client's account of the answer played
+                        gaps.append(e["event"]["longest_gap_ms"])
             minutes = (time.monotonic() - started) / 60
             speech_end = [c + 0.5 for c in commit_to_audio]  # client VAD commits after 500 ms of silence
             print(f"{n:<10}{percentile(commit_to_audio, .5) * 1000:>16.0f} ms{percentile(commit_to_audio, .9) * 1000:>7.0f}"
-                  f"{percentile(speech_end, .5) * 1000:>21.0f} ms{percentile(speech_end, .9) * 1000:>7.0f}{answers / minutes:>13.1f}")
+                  f"{percentile(speech_end, .5) * 1000:>21.0f} ms{percentile(speech_end, .9) * 1000:>7.0f}{answers / minutes:>13.1f}"
+                  f"{sum(gap > 0 for gap in gaps):>13} of {len(gaps):<4}{max(gaps, default=0):>6} ms")
             after = loop_lag_buckets(url)
             lag_rows.append((n, {le: after[le] - before.get(le, 0) for le in after}))
         print("server event loop (omni_event_loop_lag_seconds): wakes of a 20 ms timer, how late")
@@ -303,6 +319,7 @@ def main() -> None:
     parser.add_argument("--llm", default="smollm2", help="thinker (default smollm2, the one issue 15 was measured on)")
     parser.add_argument("--parts", nargs="+", default=["talk", "chat", "serve"], choices=["talk", "chat", "serve"])
     parser.add_argument("--sessions", default="1,4,8", help="serve: concurrent sessions per level")
+    parser.add_argument("--spread", action="store_true", help="serve: the k-th session begins k/N of a turn later")
     parser.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="talk: the turn rules to run")
     parser.add_argument("--thinker-server", action="store_true",
                         help="talk: the thinker in llama-cpp-python's OpenAI server, so nothing is begun in the pause")
@@ -318,7 +335,7 @@ def main() -> None:
     if "chat" in args.parts:
         chat_timeline(args.llm)
     if "serve" in args.parts:
-        serve_sessions(args.llm, work, [int(n) for n in args.sessions.split(",")])
+        serve_sessions(args.llm, work, [int(n) for n in args.sessions.split(",")], args.spread)
 
 
 if __name__ == "__main__":

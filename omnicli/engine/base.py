@@ -179,9 +179,9 @@ class Engine(Protocol):
 
     async def prepare(self, req: ChatRequest, *, begin_answer: bool = False) -> None:
         """A request that will likely follow (a user's turn heard before it ended): start what makes
-        its answer sooner, such as reading the prompt, and with `begin_answer` (nobody else is
-        talking to this process) beginning the answer itself, for `chat` with the same request to
-        go on from. Nothing is owed; the request may never come."""
+        its answer sooner, such as reading the prompt, and with `begin_answer` beginning the answer
+        itself, for `chat` with the same request to go on from, where that delays no other
+        answer's first words. Nothing is owed; the request may never come."""
         return None
 
     @property

@@ -105,18 +105,26 @@ class KeptConversations:
         """What the kept copies take in memory."""
         return sum(kept.copy.size for kept in self._kept)
 
-    def resume(self, llm, messages: list[dict]) -> None:
+    def resume(self, llm, messages: list[dict], own: CacheCopy | None = None) -> bool:
         """Before `llm` reads `messages`: keep the conversation the reading would overwrite (more
-        than its last message differs), and copy back the kept one that shares most with them."""
+        than its last message differs), and copy back `own` (the copy an answer set aside took of
+        itself), else the kept one that shares most with them. False: `own` could not be put back."""
         held = shared_messages(self.holding, messages)
         if held < len(self.holding) - 1:
             self._keep(llm)
+        self.holding = tuple(messages)
+        if own is not None:
+            return own.put(llm)
         best = max(self._kept, key=lambda kept: shared_messages(kept.messages, messages), default=None)
         if best is not None and shared_messages(best.messages, messages) > held:
             self._kept.remove(best)
             if best.copy.put(llm):
                 self.swaps += 1
-        self.holding = tuple(messages)
+        return True
+
+    def set_aside(self) -> None:
+        """What the context holds was copied out by the answer it belongs to: nothing in it to keep."""
+        self.holding = ()
 
     def answered(self, messages: list[dict], text: str) -> None:
         """`llm` wrote `text` as the answer to `messages`: its cache holds that reading now."""

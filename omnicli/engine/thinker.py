@@ -13,7 +13,11 @@ the generation between two tokens.
 A turn heard before its commit may be answered ahead (`prefill` with `max_tokens`): the model reads
 the prompt and writes the answer's first words, up to its first speakable piece, and the
 generation waits, parked, for the answer to be asked for. An answer to the same messages (greedy
-decoding says the same words) takes it over; any other work on the model ends it first.
+decoding says the same words) takes it over. Other work on the model sets it aside (its cache
+copied out, as an answer stepping aside) for its answer to take up later; the next turn answered
+ahead ends it. Writing ahead gives way, at its next token, to an answer asked for meanwhile; and
+an answer past its first speakable piece steps aside for a turn to be written ahead as for an
+answer, so with several sessions one's pause is used while another's answer is being spoken.
 
 Several conversations on one model (a server's sessions) each keep their llama.cpp cache between
 turns (`engine/kept_conversations.py`): a turn reads its new words, not its conversation again.
@@ -68,6 +72,15 @@ def resolve_llm(name: str | None) -> Path:
 
 
 @dataclass
+class _SetAside:
+    """A generation's state copied out of the context while other work uses the model."""
+
+    cache: CacheCopy
+    sampler: object
+    """llama-cpp-python's sampler of the generation: its penalties' history."""
+
+
+@dataclass
 class _Ahead:
     """The first words of an answer nobody has asked for yet, and its generation, parked."""
 
@@ -75,6 +88,8 @@ class _Ahead:
     chunks: Generator[dict, None, None]
     pieces: list[str] = field(default_factory=list)
     ended: bool = False
+    aside: _SetAside | None = None
+    """Its state, when other work has used the model since (else the context holds it)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,9 @@ class LlamaThinker:
         """Touched only by the job holding the model (`_queue`)."""
         self.conversations = KeptConversations()
         """Each conversation's cache, kept while another is read (the same: touched by the job holding the model)."""
+        self._speaking: threading.Event | None = None
+        """The `stop` of the answer holding the model while it is past its first speakable piece
+        (it steps aside for newcomers, a turn answered ahead among them); else None."""
 
     def load(self):
         """The llama.cpp model, loaded on the llama.cpp thread on first use."""
@@ -196,9 +214,11 @@ class LlamaThinker:
         to them reads nothing new instead of the whole new turn: llama.cpp reuses the longest cached
         prefix. With `max_tokens` (the answer's own), write the answer's first words too, for the
         answer to take over (see the module's docstring); they are returned, token by token.
-        Skipped while the model is busy or answers wait for it: none is delayed for a guess. Cancelled (the
-        user went on speaking), the writing stops at the next token and nothing is kept."""
-        if self._queue.busy or self._queue.waiting:
+        Skipped while answers wait for the model, or while it is busy with anything but an answer
+        past its first speakable piece (whose rest may wait: its first piece is being spoken): no
+        answer's first words are delayed for a guess. Cancelled (the user went on speaking), the
+        writing stops at the next token and nothing is kept."""
+        if self._queue.waiting or (self._queue.busy and self._speaking is None):
             return WrittenAhead()
         stop = threading.Event()
         async with self._queue.turn():
@@ -230,8 +250,8 @@ class LlamaThinker:
             chunker = SentenceChunker(clock=lambda: 0.0)  # no clock: stop at a piece, not after a wait
             for piece in self._pieces(llm, ahead.chunks, stop):
                 ahead.pieces.append(piece)
-                if chunker.feed(piece) or len(ahead.pieces) >= _AHEAD_PIECES:
-                    break
+                if chunker.feed(piece) or len(ahead.pieces) >= _AHEAD_PIECES or self._queue.newcomers:
+                    break  # an answer asked for meanwhile goes first: this one is set aside as it stands
             else:
                 ahead.ended = True
         except BaseException:
@@ -247,6 +267,28 @@ class LlamaThinker:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             LLAMA.run(ahead.chunks.close)
+
+    def _park_ahead(self, llm) -> None:
+        """Before other work on the model: set the answer written ahead aside (a few MB copied, in
+        a few ms) for its own answer to take up later."""
+        ahead = self._ahead
+        if ahead is None or ahead.aside is not None:
+            return
+        ahead.aside = self._set_aside(llm)
+        if ahead.aside is None:
+            self._drop_ahead()
+
+    def _set_aside(self, llm) -> _SetAside | None:
+        """Copy out the generation the context holds (None: it could not be)."""
+        cache = LLAMA.run(CacheCopy.take, llm)
+        self.conversations.set_aside()
+        return None if cache is None else _SetAside(cache, llm._sampler)  # noqa: SLF001 - the generation's own
+
+    def _take_up(self, llm, messages: list[dict], aside: _SetAside) -> None:
+        """Put a generation set aside back in the context as it was (what the context held is kept)."""
+        if not LLAMA.run(self.conversations.resume, llm, messages, aside.cache):
+            raise OmniError("the thinker could not take up an answer it had set aside")
+        llm._sampler = aside.sampler  # noqa: SLF001
 
     def _completion(self, llm, messages: list[dict], max_tokens: int, temperature: float) -> Generator[dict, None, None]:
         """The answer's chunks, once the conversation's kept cache (if any) is back in the context."""
@@ -266,10 +308,10 @@ class LlamaThinker:
         if ahead is not None and ahead.key == _key(messages, max_tokens, temperature):
             log.debug("thinker: the answer written ahead is taken over (%d tokens)", len(ahead.pieces))
             self._ahead = None
+            if ahead.aside is not None:
+                self._take_up(llm, messages, ahead.aside)
         else:
-            if ahead is not None:
-                log.debug("thinker: the answer written ahead was for another request; dropped")
-            self._drop_ahead()
+            self._park_ahead(llm)
             self._use_threads(llm, PRIORITY.thinker_threads(), None)
             ahead = _Ahead("", self._completion(llm, messages, max_tokens, temperature))
         written: list[str] = []
@@ -283,29 +325,30 @@ class LlamaThinker:
                 yield piece
                 if step_aside is None or (first_piece is not None and not first_piece.feed(piece)):
                     continue
-                first_piece, since = None, since + 1
+                first_piece, since, self._speaking = None, since + 1, stop
                 if self._queue.newcomers or (self._queue.waiting and since >= SLICE_TOKENS):
+                    self._speaking = None
                     if not self._step_aside(llm, messages, step_aside, stop):
                         break  # stopped meanwhile: the model is another answer's now, not to be touched
                     since = 0
             if not stop.is_set():
                 self.conversations.answered(messages, "".join(written))
         finally:
+            if self._speaking is stop:
+                self._speaking = None
             LLAMA.run(ahead.chunks.close)
 
     def _step_aside(self, llm, messages: list[dict], step_aside: Callable[[], None], stop: threading.Event) -> bool:
-        """Copy this answer's cache out, let the others have the model, and put it back in as it
-        was. False: the answer was stopped meanwhile (the model may be another's)."""
-        copy = LLAMA.run(CacheCopy.take, llm)
-        sampler = llm._sampler  # noqa: SLF001 - the answer's own sampling state (its penalties' history)
+        """Copy this answer out, let the others have the model, and put it back in as it was.
+        False: the answer was stopped meanwhile (the model may be another's)."""
+        aside = self._set_aside(llm)
         step_aside()
         if stop.is_set():
             return False
-        self._drop_ahead()  # an answer begun ahead meanwhile is ended: the cache is about to be this one's
-        if copy is None or not LLAMA.run(copy.put, llm):
+        self._park_ahead(llm)  # an answer begun ahead meanwhile waits for its own answer
+        if aside is None:
             raise OmniError("the thinker could not take up an answer it had set aside")
-        llm._sampler = sampler  # noqa: SLF001
-        self.conversations.holding = tuple(messages)
+        self._take_up(llm, messages, aside)
         return True
 
     def _pieces(self, llm, chunks: Iterator[dict], stop: threading.Event | None) -> Iterator[str]:

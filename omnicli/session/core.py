@@ -95,11 +95,10 @@ class ConversationCore:
 
     async def read_ahead(self, transcript: str, *, begin: bool = True) -> None:
         """A turn heard before its commit: the engine reads the prompt its answer would have while
-        the user is quiet, and with `begin` begins that answer where the scheduler says it costs
-        nobody (not for words heard while the user still speaks)."""
+        the user is quiet, and with `begin` (not for words heard while the user still speaks)
+        begins that answer where it delays no other answer's first words (the engine knows)."""
         if self.task is None and not self._closed():
-            await read_ahead(self.engine, self.conversation, self.settings, transcript,
-                             begin_answer=begin and self.scheduler.one_talker())
+            await read_ahead(self.engine, self.conversation, self.settings, transcript, begin_answer=begin)
 
     # ---- the answer ----------------------------------------------------------------------
 

@@ -11,9 +11,9 @@ answers when several talk at once. So a transcript starts after `EAGER_PAUSE_MS`
 while the process is otherwise idle (no other early transcript, no answer being made: one
 talker, as the session's `AnswerScheduler` says), and after `PAUSE_MS` in any case.
 
-The same holds for what the engine is offered once the turn is heard: with one talker it may begin
-the answer in the pause (`AnswerScheduler.one_talker`); with more, it only reads the prompt, since a guess for one
-takes the cores from another's answer.
+Once the turn is heard, the engine is offered to begin the answer in the pause with any number of
+talkers: the embedded thinker does so only where no other answer's first words wait for it (a
+guess gives way to an answer asked for meanwhile, and is taken up later by its own).
 
 With one talker and an engine that keeps what it read (`Engine.reads_ahead`), the words are heard
 while the user still speaks too, every `PARTIAL_EVERY_MS` of speech, and offered to be read only

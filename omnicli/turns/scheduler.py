@@ -52,6 +52,6 @@ class AnswerScheduler:
         return self._transcribing == 0 and self._answering == 0
 
     def one_talker(self) -> bool:
-        """One session listens and nothing is being answered: beginning an answer before it is
-        asked for takes the cores from nobody."""
+        """One session listens and nothing is being answered: hearing words while the user still
+        speaks (thrown away at every new word) takes the cores from nobody."""
         return len(self._listening) <= 1 and self._answering == 0

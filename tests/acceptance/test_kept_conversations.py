@@ -5,26 +5,12 @@ say exactly what the same conversation says on a model of its own."""
 import asyncio
 
 from omnicli.engine.thinker import LlamaThinker
+from tests.helpers.thinker_reads import counted_reads
 
 SYSTEM = {"role": "system", "content": "You are a friendly voice assistant. Answer in one or two short sentences."}
 FIRST = ["What is the capital of France?", "Why is the sky blue?", "What do bees make?", "How many legs does a spider have?"]
 SECOND = ["What is two plus two?", "What colour is grass?", "What animal barks?", "Which planet is red?"]
 LIMIT = 32
-
-
-def _counted_reads(thinker: LlamaThinker) -> list[int]:
-    """Records how many tokens each prompt read by the model takes (a token at a time is writing)."""
-    llm = thinker.load()
-    counts: list[int] = []
-    original = llm.eval
-
-    def counted(tokens):
-        if len(tokens) > 1:
-            counts.append(len(tokens))
-        return original(tokens)
-
-    llm.eval = counted
-    return counts
 
 
 async def _turn(thinker: LlamaThinker, conversation: list[dict], question: str) -> str:
@@ -45,7 +31,7 @@ def _alone(questions: list[str]) -> list[str]:
 def test_two_conversations_taken_in_turn_read_only_their_new_words_and_say_what_they_say_alone():
     expected_first, expected_second = _alone(FIRST), _alone(SECOND)
     thinker = LlamaThinker("smollm2")
-    reads = _counted_reads(thinker)
+    reads = counted_reads(thinker, prompts_only=True)
 
     async def interleaved():
         first, second, said = [SYSTEM], [SYSTEM], ([], [])
@@ -66,7 +52,7 @@ def test_two_conversations_taken_in_turn_read_only_their_new_words_and_say_what_
 def test_kept_conversations_are_forgotten_past_their_memory_budget():
     thinker = LlamaThinker("smollm2")
     thinker.conversations.keep_bytes = 1  # no copy fits: each conversation's history is read again
-    reads = _counted_reads(thinker)
+    reads = counted_reads(thinker, prompts_only=True)
 
     async def interleaved():
         first, second = [SYSTEM], [SYSTEM]

@@ -6,6 +6,7 @@ stood aside ends there, and leaves the model to the other."""
 import asyncio
 
 from omnicli.engine.thinker import LlamaThinker
+from tests.helpers.thinker_reads import counted_reads, streamed
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant. Answer in detail."}
 FIRST = [SYSTEM, {"role": "user", "content": "Describe how bread is made, step by step."}]
@@ -14,11 +15,7 @@ LIMIT = 64
 
 
 async def _answer(thinker: LlamaThinker, messages: list[dict], log: list[str], name: str) -> str:
-    pieces = []
-    async for piece in thinker.stream(messages, max_tokens=LIMIT, temperature=0.0):
-        pieces.append(piece)
-        log.append(name)
-    return "".join(pieces)
+    return await streamed(thinker, messages, log, name, LIMIT)
 
 
 async def _second_asked_past_the_first_piece(thinker: LlamaThinker, log: list[str]) -> tuple[asyncio.Task, asyncio.Task]:
@@ -73,3 +70,44 @@ def test_an_answer_closed_while_it_stood_aside_ends_there_and_the_other_goes_on(
         return await asyncio.wait_for(second, 60)
 
     assert asyncio.run(go()) == expected_second
+
+
+def test_a_turn_heard_while_an_answer_is_spoken_is_written_ahead_and_both_say_what_they_say_alone():
+    """Another session's pause while an answer is past its first piece: the answer steps aside for
+    its turn to be written ahead (not skipped as while a first piece is written), goes on, and the
+    turn's answer takes up what was written."""
+    expected_first, expected_second = _alone(FIRST), _alone(FIRST, SECOND)
+    thinker = LlamaThinker("smollm2")
+    order: list[str] = []
+
+    async def go():
+        first = asyncio.create_task(_answer(thinker, FIRST, order, "first"))
+        while order.count("first") < 12:
+            await asyncio.sleep(0.005)
+        written = await thinker.prefill(SECOND, temperature=0.0, max_tokens=LIMIT)
+        first_so_far = order.count("first")
+        second = await _answer(thinker, SECOND, order, "second")
+        return await first, second, written, first_so_far
+
+    said_first, said_second, written, first_so_far = asyncio.run(go())
+    assert said_first == expected_first and said_second == expected_second
+    assert written.pieces and expected_second.startswith("".join(written.pieces))
+    assert first_so_far < order.count("first")  # written ahead while the first answer was not yet whole
+
+
+def test_a_conversation_answered_while_another_stood_aside_is_kept_for_its_next_turn():
+    """The answer that stood aside comes back: what the context held (the other conversation) is
+    kept first, so that conversation's next turn reads only its new words."""
+    thinker = LlamaThinker("smollm2")
+    order: list[str] = []
+
+    async def go():
+        first, second = await _second_asked_past_the_first_piece(thinker, order)
+        answered = [*SECOND, {"role": "assistant", "content": await second}]
+        await first
+        reads = counted_reads(thinker, prompts_only=True)
+        return await _answer(thinker, [*answered, {"role": "user", "content": "Is it safe to drink?"}], order, "next"), reads
+
+    said, reads = asyncio.run(go())
+    assert said.strip()
+    assert reads and max(reads) < 30, reads  # the new question and the answer's header, not the whole history
