@@ -131,12 +131,15 @@ class KeptConversations:
         self.holding = (*messages, {"role": "assistant", "content": text})
 
     def _keep(self, llm) -> None:
-        """Copy out what the context holds, replacing the older copies of the same conversation."""
+        """Copy out what the context holds."""
         copy = CacheCopy.take(llm, self.keep_bytes)
-        if copy is None:
-            return
-        holding = self.holding
-        self._kept = [kept for kept in self._kept if shared_messages(kept.messages, holding) < len(kept.messages)]
-        self._kept.append(_Kept(holding, copy))
+        if copy is not None:
+            self.keep(self.holding, copy)
+
+    def keep(self, messages: tuple[dict, ...] | list[dict], copy: CacheCopy) -> None:
+        """Keep `copy` as the reading of `messages`, replacing the older copies of the same conversation."""
+        messages = tuple(messages)
+        self._kept = [kept for kept in self._kept if shared_messages(kept.messages, messages) < len(kept.messages)]
+        self._kept.append(_Kept(messages, copy))
         while self.kept_bytes > self.keep_bytes:
             self._kept.pop(0)

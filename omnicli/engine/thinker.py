@@ -15,7 +15,7 @@ the prompt and writes the answer's first words, up to its first speakable piece,
 generation waits, parked, for the answer to be asked for. An answer to the same messages (greedy
 decoding says the same words) takes it over. Other work on the model sets it aside (its cache
 copied out, as an answer stepping aside) for its answer to take up later; the next turn answered
-ahead ends it. Writing ahead gives way, at its next token, to an answer asked for meanwhile; and
+ahead ends it, and what it read is kept as its conversation's. Writing ahead gives way, at its next token, to an answer asked for meanwhile; and
 an answer past its first speakable piece steps aside for a turn to be written ahead as for an
 answer, so with several sessions one's pause is used while another's answer is being spoken.
 
@@ -85,6 +85,7 @@ class _Ahead:
     """The first words of an answer nobody has asked for yet, and its generation, parked."""
 
     key: str
+    messages: list[dict]
     chunks: Generator[dict, None, None]
     pieces: list[str] = field(default_factory=list)
     ended: bool = False
@@ -245,7 +246,7 @@ class LlamaThinker:
             return WrittenAhead(list(self._ahead.pieces), self._ahead.ended)  # written ahead already
         self._drop_ahead()
         self._use_threads(llm, THREADS.thinker_prompt, None)
-        ahead = self._ahead = _Ahead(key, self._completion(llm, messages, max_tokens, temperature))
+        ahead = self._ahead = _Ahead(key, messages, self._completion(llm, messages, max_tokens, temperature))
         try:
             chunker = SentenceChunker(clock=lambda: 0.0)  # no clock: stop at a piece, not after a wait
             for piece in self._pieces(llm, ahead.chunks, stop):
@@ -263,10 +264,13 @@ class LlamaThinker:
         return WrittenAhead(list(ahead.pieces), ahead.ended)
 
     def _drop_ahead(self) -> None:
-        """End an answer written ahead that nobody took (the model is about to do something else)."""
+        """End an answer written ahead that nobody took (the model is about to do something else).
+        One set aside leaves its copy to the kept conversations: its reading of the conversation."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             LLAMA.run(ahead.chunks.close)
+            if ahead.aside is not None:
+                self.conversations.keep(ahead.messages, ahead.aside.cache)
 
     def _park_ahead(self, llm) -> None:
         """Before other work on the model: set the answer written ahead aside (a few MB copied, in
@@ -313,7 +317,7 @@ class LlamaThinker:
         else:
             self._park_ahead(llm)
             self._use_threads(llm, PRIORITY.thinker_threads(), None)
-            ahead = _Ahead("", self._completion(llm, messages, max_tokens, temperature))
+            ahead = _Ahead("", messages, self._completion(llm, messages, max_tokens, temperature))
         written: list[str] = []
         first_piece: SentenceChunker | None = SentenceChunker(clock=lambda: 0.0)
         """Until the answer's first speakable piece is written; then None, and it may step aside."""

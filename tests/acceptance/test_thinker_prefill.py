@@ -131,6 +131,27 @@ def test_writing_ahead_gives_way_to_an_answer_asked_for_meanwhile_and_is_taken_u
     assert _answer(thinker, guessed) == expected_guess
 
 
+def test_a_guess_set_aside_then_replaced_by_another_leaves_its_reading_to_its_conversation():
+    """A guess set aside (another session's answer came first) and ended by a third session's
+    guess: the copy it held is kept as its conversation's, so its turn, asked for after all, reads
+    nothing again and says what it says alone."""
+    alone = LlamaThinker("smollm2")
+    guessed = _after(alone, "And what do dogs")
+    expected_guess = _answer(alone, guessed)
+    other = [{"role": "system", "content": "Answer in one short sentence."}, {"role": "user", "content": "What is rain?"}]
+    third = [{"role": "system", "content": "Answer in one short sentence."}, {"role": "user", "content": "What is snow?"}]
+
+    thinker = LlamaThinker("smollm2")
+    _after(thinker, "And what do dogs")
+    asyncio.run(thinker.prefill(guessed, temperature=0.0, max_tokens=LIMIT))
+    _answer(thinker, other)  # sets the guess aside
+    asyncio.run(thinker.prefill(third, temperature=0.0, max_tokens=LIMIT))  # ends it
+    assert thinker._ahead is not None and thinker._ahead.messages == third  # noqa: SLF001
+    reads = counted_reads(thinker)
+    assert _answer(thinker, guessed) == expected_guess
+    assert max(reads) == 1  # its reading came back: the last token read again, then one at a time
+
+
 def test_writing_ahead_stops_when_cancelled_and_keeps_nothing():
     """The user went on speaking: the guess stops at its next token, and the model is free."""
     thinker = LlamaThinker("smollm2")
