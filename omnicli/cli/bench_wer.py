@@ -265,6 +265,7 @@ def _judge_connection(asr_server: str | None, connection):
 async def _run(plans: list[Plan], factory, connection, judge, options, scoring_only: bool, choice=None,
                extra=None) -> None:
     """Every level in turn, on one engine (and one pool of servers, checked once)."""
+    from omnicli.bench.runner import warm_up
     from omnicli.cli.engines import EngineChoice
 
     engine = pool = None
@@ -278,6 +279,10 @@ async def _run(plans: list[Plan], factory, connection, judge, options, scoring_o
             else:
                 engine = factory.engine(choice or EngineChoice(connection, speech_stream="audio"))
             await engine.check()
+            if first := next((plan.todo[0] for plan in plans if plan.todo), None):
+                await warm_up(first, engine, options, requests=pool.servers_up if pool is not None else 1)
+                if pool is not None:
+                    pool.take_figures()  # the warm-up is not the run's
         for plan in plans:
             await _run_level(plan, engine, judge, replace(options, concurrency=plan.level.concurrency,
                                                            rate=plan.level.rate, keep_audio_dir=plan.keep_dir), extra)

@@ -114,6 +114,11 @@ class ServerPool(Engine):
         """Every server's base URL, in the order given, skipped ones included."""
         return [member.url for member in self.members]
 
+    @property
+    def servers_up(self) -> int:
+        """How many servers are in (not skipped)."""
+        return sum(member.down is None for member in self.members)
+
     # ---- the Engine contract -----------------------------------------------------------
 
     async def speech(self, req: SpeechRequest) -> AsyncIterator[AudioChunk]:

@@ -156,8 +156,8 @@ def test_each_streamed_packet_is_timed_for_underruns(omni, tmp_path):
 
 
 def test_a_voice_is_compared_with_a_baseline_run_and_a_slower_one_fails_the_gate(omni, tmp_path):
-    """heart is the baseline; joe, ~0.4 s slower to its first audio on every sentence, is
-    significantly worse there, so --fail-if-worse exits 4 with the figure named."""
+    """heart is the baseline; joe, ~0.3 s slower to its first audio on every sentence (both
+    measured warm), is significantly worse there, so --fail-if-worse exits 4 with the figure named."""
     heart, report = tmp_path / "heart", tmp_path / "ab.html"
     first = omni("bench-wer", "-d", str(META), "--limit", "8", "--voice", "heart", "--out", str(heart))
     assert first.returncode == 0, first.stderr

@@ -40,7 +40,7 @@ def test_run_scores_every_utterance_and_writes_journal_summary_and_report(tmp_pa
     assert summary["wer_mean"] == pytest.approx((0 + 0.25 + 0) / 3)  # "far" heard as "away"
     assert summary["wer_corpus"] == pytest.approx(1 / 9)
     assert summary["target"] == "embedded" and summary["audio_seconds"] == pytest.approx(1.5)
-    assert [r.text for r in engines.scripted.requests] == SENTENCES
+    assert [r.text for r in engines.scripted.requests] == SENTENCES[:1] + SENTENCES  # the first: the warm-up
     assert engines.scripted_judge.requests == [("transcribe", 0.5, 24000, "en", False)] * 3
     records = lines_of(out / "items.jsonl")
     assert [(r["utt"], r["status"], r["hypothesis"]) for r in records] == [
@@ -76,7 +76,7 @@ def test_resume_appends_after_a_torn_line_and_keeps_every_record(tmp_path, datas
     result = omni("bench-wer", "-d", dataset, "--out", out, "--resume", "--json", engines=engines)
     assert result.exit_code == 0, result.stderr
     assert result.stderr == "omni: resuming: 1 utterances already scored, 2 to go\n"
-    assert [r.text for r in engines.scripted.requests] == SENTENCES[1:]
+    assert [r.text for r in engines.scripted.requests] == SENTENCES[1:2] + SENTENCES[1:]  # the first: the warm-up
     after = (out / "items.jsonl").read_bytes()
     assert after.startswith(before + b"\n")  # appended to, never rewritten
     assert [r["utt"] for r in read_records(out / "items.jsonl")] == ["line_0001", "line_0002", "line_0003"]
@@ -124,7 +124,7 @@ def test_a_concurrency_sweep_runs_once_per_level_each_in_its_folder(tmp_path, da
     sweep = json.loads(result.stdout)
     assert [run["max_concurrency"] for run in sweep["runs"]] == [1, 2, 3]
     assert [(run["scored"], run["completed"], run["failed"], run["request_rate"]) for run in sweep["runs"]] == [(3, 3, 0, None)] * 3
-    assert [r.text for r in engines.scripted.requests] == SENTENCES * 3
+    assert [r.text for r in engines.scripted.requests] == SENTENCES[:1] + SENTENCES * 3  # one warm-up for all levels
     assert sorted(p.name for p in out.iterdir()) == ["c1", "c2", "c3", "summary.json"]
     assert json.loads((out / "summary.json").read_text()) == sweep
     assert json.loads((out / "c2" / "summary.json").read_text()) == sweep["runs"][1]
@@ -254,7 +254,7 @@ def test_a_sweep_resumes_level_by_level(tmp_path, dataset):
     assert again.exit_code == 0, again.stderr
     assert again.stderr == ("omni: resuming at c=1: 3 utterances already scored, 0 to go\n"
                             "omni: resuming at c=2: 1 utterances already scored, 2 to go\n")
-    assert [r.text for r in engines.scripted.requests] == SENTENCES[1:]
+    assert [r.text for r in engines.scripted.requests] == SENTENCES[1:2] + SENTENCES[1:]  # the first: the warm-up
     c1, c2 = json.loads(again.stdout)["runs"]
     assert (c1["scored"], c2["scored"]) == (3, 3)
     assert "completed" not in c1 and c2["completed"] == 2  # serving figures: this run's requests only
