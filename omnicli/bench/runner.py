@@ -171,9 +171,8 @@ async def warm_up(item: Item, engine, options: BenchOptions, *, requests: int = 
     """`requests` untimed requests like `item`'s at once (its text, voice, model and prompt; one per
     server of a pool), their audio thrown away, so that first audio is measured warm: without it the
     first utterance's figure is the voice loading (~0.9 s on the embedded engine against ~0.05 s warm)."""
-    if options.audio_dir is None:
-        quiet = replace(options, keep_audio_dir=None)
-        await asyncio.gather(*(_produce(item, engine, quiet) for _ in range(requests)))
+    quiet = replace(options, keep_audio_dir=None)
+    await asyncio.gather(*(_produce(item, engine, quiet) for _ in range(requests)))
 
 
 def _base_record(item: Item) -> dict:
