@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.talk import dialects
 from omnicli.talk.echo_gate import next_heard_frame
@@ -350,35 +349,22 @@ class TalkClient(TalkLoop[AnswerCut]):
         self._next_audio_starts = True
         if not cut_off:
             self.awaiting_answer = False
-            self._check_playback()  # audio heard since the last poll counts before the answer closes
+            self._report_playback(self.playing)  # audio heard since the last poll counts before the answer closes
             self.state.answer_done(status, self.speaker.buffered_seconds)
-
-    def _check_playback(self) -> None:
-        """Tell the state where the speaker is: an answer is heard from its first played sample
-        and is over when it has played out."""
-        if self.state.answer is not None:
-            self.state.playback(self._played(), self.speaker.buffered_seconds, self.speaker.underruns)
 
     async def _follow_playback(self) -> None:
         while True:
             await asyncio.sleep(POLL_SECONDS)
-            self._check_playback()
+            self._report_playback(self.playing)
 
     def _play(self, heard: dialects.Heard) -> None:
         if heard.item_id is not None and heard.item_id == self.muted_item:
             return  # the rest of an interrupted answer
-        samples = pcm16_to_float(heard.pcm)
-        if heard.rate != SPEECH_RATE:
-            samples = resample(samples, heard.rate, SPEECH_RATE)
         if self.playing is None or self._next_audio_starts:
             self._next_audio_starts = False
             self.playing = Playing.after(self.speaker, None, heard.item_id)
-        self.playing.samples += len(samples)
-        self.echo.played(samples)
-        self.said.append(samples)
-        self.state.answer_audio(len(samples))
-        self.speaker.write(samples)
-        self._check_playback()
+        self._to_speaker(self.playing, heard.pcm, heard.rate)
+        self._report_playback(self.playing)
 
 
 def _answer_id(event: dict) -> str | None:

@@ -18,9 +18,11 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError
 from omnicli.talk.echo_gate import EchoGate
 from omnicli.talk.latency import RecordingClock
+from omnicli.talk.playing import Playing
 from omnicli.talk.state import TalkState
 from omnicli.turns.models import TurnModels
 from omnicli.turns.talk_modes import BargeIn
@@ -131,6 +133,24 @@ class TalkLoop(ABC, Generic[Cut]):
     def _session_ready(self) -> None:
         """The session is open: the user is heard and keys act from here on."""
         self.state.session_ready()
+
+    def _to_speaker(self, playing: Playing, pcm: bytes, rate: int) -> None:
+        """A piece of `playing`'s audio (PCM16 at `rate`) to the speaker, the echo gate, what
+        was said and the view."""
+        samples = pcm16_to_float(pcm)
+        if rate != SPEECH_RATE:
+            samples = resample(samples, rate, SPEECH_RATE)
+        playing.samples += len(samples)
+        self.echo.played(samples)
+        self.said.append(samples)
+        self.state.answer_audio(len(samples))
+        self.speaker.write(samples)
+
+    def _report_playback(self, playing: Playing | None) -> None:
+        """Tell the view where the speaker is in `playing`, the answer on it (if any): an answer
+        is heard from its first played sample and is over once it has played out."""
+        if playing is not None:
+            self.state.playback(playing.played(self.speaker), self.speaker.buffered_seconds, self.speaker.underruns)
 
     # ---- what a lane provides ------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.audio.pcm import pcm16_to_float, resample
 from omnicli.errors import OmniError, ServerError
 from omnicli.protocol import duplex
 from omnicli.protocol.duplex import ClientEvent, ErrorCode, OverlapAction, ServerEvent, error_code_and_message
@@ -298,27 +297,15 @@ class DuplexTalkClient(TalkLoop[ResponsesCut]):
         """The view follows the speaker; the server hears of each answer's progress (`acks`)."""
         while True:
             await asyncio.sleep(POLL_SECONDS)
-            self._report_playback()
+            self._report_playback(self.playing)
             await self.acks.follow()
-
-    def _report_playback(self) -> None:
-        if (newest := self.playing) is not None:
-            self.state.playback(newest.played(self.speaker), self.speaker.buffered_seconds, self.speaker.underruns)
 
     def _play(self, event: dict, response_id: str | None) -> None:
         if response_id is None or response_id in self.cut:
             return  # the rest of an answer the user talked over
-        data = base64.b64decode(event.get("delta") or event.get("audio") or "")
-        samples = pcm16_to_float(data)
         rate = int(event.get("sample_rate_hz") or self.options.preset.output_rate)
-        if rate != SPEECH_RATE:
-            samples = resample(samples, rate, SPEECH_RATE)
-        playing = self.acks.playing(response_id, event.get("item_id"))
-        playing.samples += len(samples)
-        self.echo.played(samples)
-        self.said.append(samples)
-        self.state.answer_audio(len(samples))
-        self.speaker.write(samples)
+        self._to_speaker(self.acks.playing(response_id, event.get("item_id")),
+                         base64.b64decode(event.get("delta") or event.get("audio") or ""), rate)
 
     # ---- the server's side ---------------------------------------------------------------
 
@@ -396,5 +383,5 @@ class DuplexTalkClient(TalkLoop[ResponsesCut]):
             return
         if playing is not None:
             playing.done = True
-        self._report_playback()  # audio heard since the last poll counts before the answer closes
+        self._report_playback(self.playing)  # audio heard since the last poll counts before the answer closes
         self.state.answer_done(status, self.speaker.buffered_seconds)
