@@ -18,11 +18,13 @@ from typing import Any
 from omnicli.engine import packaged
 from omnicli.engine.thinker import chosen_llm
 from omnicli.engine.torch_extras import hide_unloadable
-from omnicli.engine.vllm_thinker import INSTALL
 from omnicli.errors import OmniError, UsageError
 from omnicli.packages import cache_dir
 
 log = logging.getLogger("omni")
+
+VLLM_INSTALL = 'pip install ".[vllm]" in omni\'s folder'
+"""How a user installs what `--thinker vllm` needs (the `vllm` extra), as every error that needs it says."""
 
 _DONE = "omni-converted"
 """Written last into a finished folder: its presence is what `converted` trusts."""
@@ -66,7 +68,7 @@ def _convert(gguf: Path, target: Path) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise OmniError(f"converting a GGUF for vLLM needs transformers and torch: {INSTALL} ({exc})") from exc
+        raise OmniError(f"converting a GGUF for vLLM needs transformers and torch: {VLLM_INSTALL} ({exc})") from exc
     log.warning("converting %s into a model folder for vLLM at %s, once (about a minute)", gguf.name, target)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:

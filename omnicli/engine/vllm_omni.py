@@ -36,7 +36,8 @@ from omnicli.errors import UnsupportedError, UsageError
 
 log = logging.getLogger("omni")
 
-INSTALL = "on a CUDA GPU machine: pip install vllm-omni (with the vllm release it names)"
+VLLM_OMNI_INSTALL = "on a CUDA GPU machine: pip install vllm-omni (with the vllm release it names)"
+"""How a user installs vLLM-Omni, as every error that needs it says."""
 DEFAULT_MAX_NEW_TOKENS = 2048
 QWEN_OMNI_SYSTEM = ("You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable of "
                     "perceiving auditory and visual inputs, as well as generating text and speech.")
@@ -54,11 +55,11 @@ def require_vllm_omni(flag: str = "--engine vllm-omni") -> None:
     except (ImportError, ValueError):
         installed = False
     if not installed:
-        raise UsageError(f"{flag} needs vLLM-Omni, which is not installed here; {INSTALL}")
+        raise UsageError(f"{flag} needs vLLM-Omni, which is not installed here; {VLLM_OMNI_INSTALL}")
     import torch
 
     if not torch.cuda.is_available():
-        raise UsageError(f"{flag} needs a CUDA GPU (vLLM-Omni has no CPU worker) and none is visible here; {INSTALL}")
+        raise UsageError(f"{flag} needs a CUDA GPU (vLLM-Omni has no CPU worker) and none is visible here; {VLLM_OMNI_INSTALL}")
 
 
 def stage_params(values: list[str] | None) -> dict[int, dict[str, Any]]:

@@ -23,9 +23,9 @@ from typing import Any
 
 from omnicli.engine.thinker import DEFAULT_CONTEXT
 from omnicli.engine.torch_extras import hide_unloadable
+from omnicli.engine.vllm_models import VLLM_INSTALL, vllm_model
 from omnicli.errors import ContextWindowError, OmniError, UsageError
 
-INSTALL = 'pip install ".[vllm]" in omni\'s folder'
 _CPU_SETTINGS = {
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",  # its threads bound to every core; else one of two idles
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
@@ -45,7 +45,7 @@ def require_vllm() -> None:
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise UsageError(f"--thinker vllm needs vLLM, an optional extra: {INSTALL}")
+        raise UsageError(f"--thinker vllm needs vLLM, an optional extra: {VLLM_INSTALL}")
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,6 @@ class VllmThinker:
         with self._load_lock:
             if self._engine is None:
                 require_vllm()
-                from omnicli.engine.vllm_models import vllm_model
-
                 self._source = vllm_model(self.model_name)
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="vllm-thinker", daemon=True).start()
@@ -105,7 +103,7 @@ class VllmThinker:
             from vllm.platforms import current_platform
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as exc:
-            raise UsageError(f"--thinker vllm cannot import vLLM ({exc}): {INSTALL}") from exc
+            raise UsageError(f"--thinker vllm cannot import vLLM ({exc}): {VLLM_INSTALL}") from exc
         options: dict[str, Any] = {"max_model_len": self.context, "use_tqdm_on_load": False, "disable_log_stats": True}
         if current_platform.is_cpu():
             for name, value in _CPU_SETTINGS.items():

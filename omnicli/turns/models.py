@@ -3,9 +3,9 @@ on first use. Whoever starts the process (`omni serve`'s app, `omni talk`) makes
 and passes it to every session, detector and client that hears turns, so they share one copy of
 each model; a test passes its own (the fast tests: stand-ins that load nothing)."""
 
+from omnicli.turns.silero import SileroModel
 from omnicli.turns.smart_turn import SmartTurn
 from omnicli.turns.text_turn import WordsCheck
-from omnicli.turns.vad import SileroModel
 
 
 class TurnModels:

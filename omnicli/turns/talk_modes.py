@@ -89,7 +89,7 @@ class SpeechCheck:
     """Whether a recorded turn held speech: Silero's probability over its frames."""
 
     def __init__(self, models: "TurnModels") -> None:
-        from omnicli.turns.vad import CHUNK, VAD_RATE, SileroVAD
+        from omnicli.turns.silero import CHUNK, VAD_RATE, SileroVAD
 
         self._vad = SileroVAD(SPEECH_RATE, models.silero)
         self._chunk_ms = CHUNK * 1000 // VAD_RATE

@@ -6,9 +6,9 @@ tests/acceptance (test_turn_models.py, test_semantic_turns.py)."""
 import numpy as np
 
 from omnicli.turns.models import TurnModels
+from omnicli.turns.silero import SileroModel
 from omnicli.turns.smart_turn import RATE, SmartTurn
 from omnicli.turns.text_turn import WordsCheck
-from omnicli.turns.vad import SileroModel
 from tests.helpers.synthetic_speech import FALLING_HZ, LEVEL_HZ, UNFINISHED_WORDS
 
 LOUD_RMS = 0.003

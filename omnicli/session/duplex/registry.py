@@ -25,7 +25,7 @@ from omnicli.session.duplex.lifeline import Attachment, Lifeline
 from omnicli.session.duplex.wire import parse_event
 from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
-from omnicli.turns.vad import CHUNK, VAD_RATE
+from omnicli.turns.silero import CHUNK, VAD_RATE
 
 log = logging.getLogger("omni")
 
