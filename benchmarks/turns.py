@@ -139,10 +139,11 @@ def served(audio: np.ndarray, engine, models, begin_answers: bool = True,
                         heard.append(transcripts[-1])
                     await buffer.commit()
 
-        async def tell(transcript: str) -> None:
-            transcripts.append(transcript)
+        async def tell(transcript: str, *, begin: bool) -> None:
+            if begin:  # (not the words heard while the user still speaks)
+                transcripts.append(transcript)
             if begin_answers:
-                await read_ahead(engine, Conversation(), settings, transcript, begin_answer=scheduler.one_talker())
+                await read_ahead(engine, Conversation(), settings, transcript, begin_answer=begin)
 
         buffer = InputBuffer(engine, lock, turns, scheduler, models)
         buffer.turn_end.on_heard(tell)
