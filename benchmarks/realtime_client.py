@@ -185,15 +185,15 @@ def main() -> None:
             from stage_trace import StageTrace  # benchmarks/stage_trace.py
 
             trace = StageTrace(engine)
-        p50s: dict[str, tuple[float, float]] = {}
+        figures: dict[str, tuple[float, float]] = {}
         with serve_here(engine) if args.trace else omni_serve(llm) as url:
             for mode in args.modes:
                 turns = asyncio.run(ask_all(url, mode, clips))
-                p50s[mode] = report(llm, mode, turns, asked, floor)
+                figures[mode] = report(llm, mode, turns, asked, floor)
                 if args.trace:
                     trace.report([(t.quiet_at, t.first_audio_at) for t in turns if t.waited is not None], floors,
                                  each_turn=args.each_turn)
-        goals(llm, p50s)
+        goals(llm, figures)
 
 
 def goals(llm: str, figures: dict[str, tuple[float, float]]) -> None:
