@@ -126,6 +126,7 @@ async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptio
     finished = started
 
     async def produce(item: Item) -> None:
+        """Synthesize (or load) one item, then queue it for the judge."""
         nonlocal finished
         try:
             job = await _produce(item, engine, options)
@@ -136,6 +137,7 @@ async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptio
         ready.put_nowait(job)
 
     async def dispatch() -> None:
+        """Start each item at its arrival time, within the concurrency and backlog limits."""
         tasks = []
         try:
             for item, at in zip(items, arrival_times(len(items), options.rate, options.seed), strict=True):
@@ -152,6 +154,7 @@ async def run_bench(items: list[Item], engine, judge: Judge, options: BenchOptio
         ready.put_nowait(None)
 
     async def scorer() -> None:
+        """Judge the queued items one at a time, as they are ready."""
         while (job := await ready.get()) is not None:
             on_record(await _score(job, judge, options, extra))
             backlog.release()

@@ -130,6 +130,7 @@ class VllmThinker:
             return
 
         async def stop() -> None:
+            """On the engine's loop: end its output handler quietly, then the engine core."""
             handler = getattr(engine, "output_handler", None)  # else it reports the core's end as a failure
             if handler is not None:
                 handler.cancel()
@@ -167,10 +168,12 @@ class VllmThinker:
         pieces: asyncio.Queue = asyncio.Queue()
 
         def hand(item: object) -> None:
+            """Pass a piece (or the end, or a failure) to the caller's loop, unless it has gone."""
             if not caller.is_closed():
                 caller.call_soon_threadsafe(pieces.put_nowait, item)
 
-        async def produce() -> None:  # on the engine's loop
+        async def produce() -> None:
+            """On the engine's loop: hand each new piece of the answer to the caller."""
             try:
                 async for output in engine.generate(prompt, params, request_id):
                     for completion in output.outputs:

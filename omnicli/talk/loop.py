@@ -137,9 +137,7 @@ class TalkLoop(ABC, Generic[Cut]):
     def _to_speaker(self, playing: Playing, pcm: bytes, rate: int) -> None:
         """A piece of `playing`'s audio (PCM16 at `rate`) to the speaker, the echo gate, what
         was said and the view."""
-        samples = pcm16_to_float(pcm)
-        if rate != SPEECH_RATE:
-            samples = resample(samples, rate, SPEECH_RATE)
+        samples = resample(pcm16_to_float(pcm), rate, SPEECH_RATE)
         playing.samples += len(samples)
         self.echo.played(samples)
         self.said.append(samples)
