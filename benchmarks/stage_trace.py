@@ -37,7 +37,7 @@ class StageTrace:
                 setattr(owner, attr, self._timed_async(getattr(owner, attr), name))
         EarlyTranscriber._read_partial = self._timed_async(_marked(EarlyTranscriber._read_partial), PARTIAL)  # type: ignore[method-assign]
         SmartTurn.completion_probability = self._timed(SmartTurn.completion_probability, "Smart Turn")  # type: ignore[method-assign]
-        WordsCheck.reads_finished = self._timed(WordsCheck.reads_finished, "the words check")  # type: ignore[method-assign]
+        WordsCheck.reading = self._timed(WordsCheck.reading, "the words check")  # type: ignore[method-assign]
         self.read: list[tuple[float, int]] = []
         """When each prompt was read, and its tokens (what the model's cache did not hold already)."""
         evaluate = llama_cpp.Llama.eval

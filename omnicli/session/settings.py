@@ -9,14 +9,14 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.engine.voice_models import DEFAULT_VOICE
 from omnicli.engine.voices import served_voice
 from omnicli.errors import UsageError
-from omnicli.turns.modes import Detection
+from omnicli.turns.modes import SILENCE_RULE_MS, Detection
 
 if TYPE_CHECKING:
     from omnicli.engine.base import Engine
 
 DEFAULT_INSTRUCTIONS = "You are a friendly voice assistant. Answer in one or two short sentences."
 SERVER_VAD_DEFAULTS = {
-    "type": Detection.SERVER_VAD, "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500,
+    "type": Detection.SERVER_VAD, "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": SILENCE_RULE_MS,
     "create_response": True, "interrupt_response": True,
 }
 SEMANTIC_VAD_DEFAULTS = {"type": Detection.SEMANTIC_VAD, "eagerness": "auto", "create_response": True, "interrupt_response": True}

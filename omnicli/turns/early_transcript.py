@@ -29,6 +29,7 @@ import numpy as np
 from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import pcm16_to_float
 from omnicli.engine.base import Engine
+from omnicli.errors import OmniError
 from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.vad import TurnDetector
@@ -163,8 +164,10 @@ class EarlyTranscriber:
             if reading is not None:
                 await asyncio.wait([reading])
             await on_heard(text)
-        except Exception:  # noqa: BLE001 - reading ahead is a guess; the answer reads the turn itself
+        except OmniError:  # reading ahead is a guess the engine may refuse; the answer reads the turn itself
             log.debug("reading the early transcript ahead failed", exc_info=True)
+        except Exception:  # noqa: BLE001 - nor does a bug end the session, but it is not hidden
+            log.warning("reading the early transcript ahead failed", exc_info=True)
 
     async def take(self, committed: bytes) -> str | None:
         """The transcript of `committed`, if it was heard early and only silence came after."""

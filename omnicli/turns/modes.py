@@ -5,6 +5,9 @@ from enum import StrEnum
 
 from omnicli.errors import UsageError
 
+SILENCE_RULE_MS = 500
+"""The silence that ends a turn by default: server_vad's `silence_duration_ms` (OpenAI's too)."""
+
 
 class Detection(StrEnum):
     """A realtime session's turn detection (`turn_detection.type`, OpenAI Realtime GA's names)."""

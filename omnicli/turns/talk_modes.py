@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.turns.modes import Detection
+from omnicli.turns.modes import SILENCE_RULE_MS, Detection
 
 if TYPE_CHECKING:
     from omnicli.turns.models import TurnModels
@@ -72,8 +72,8 @@ class ServerVAD:
     Its turns end after a silence (server_vad) or, `semantic`, by meaning (semantic_vad)."""
 
     server_vad = True
-    silence_ms = 500
-    """What the server waits after speech by default (OpenAI's and omni's `silence_duration_ms`)."""
+    silence_ms = SILENCE_RULE_MS
+    """What the server waits after speech by default."""
 
     def __init__(self, client: TalkHooks, *, semantic: bool = False) -> None:
         self.client = client
@@ -150,7 +150,7 @@ class ClientVAD:
     server_vad = False
     detection = None
 
-    def __init__(self, client: TalkHooks, models: "TurnModels", *, silence_ms: int = 500, frame_ms: int = 40,
+    def __init__(self, client: TalkHooks, models: "TurnModels", *, silence_ms: int = SILENCE_RULE_MS, frame_ms: int = 40,
                  semantic: bool = False) -> None:
         from omnicli.turns.vad import TurnDetector
 

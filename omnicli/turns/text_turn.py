@@ -9,11 +9,14 @@ audio that stops.
 
 The idea is LiveKit's turn detector (a fine-tuned SmolLM2-135M scoring the end-of-message token);
 this uses the untuned instruct model as it ships. It cannot tell a sentence cut where its first
-half is a sentence too ("Turn left at the second traffic light | and the museum..."). One call
-is short next to the pause it decides on; benchmarks/turns.py measures it.
+half is a sentence too ("Turn left at the second traffic light | and the museum..."): such words,
+like many short finished sentences, read only maybe finished, and a turn that ends on them waits
+for the silence rule's pause (turns/turn_end.py). One call is short next to the pause it decides
+on; benchmarks/turns.py measures it.
 """
 
 import threading
+from enum import Enum
 
 import numpy as np
 
@@ -23,8 +26,20 @@ from omnicli.errors import OmniError
 SENTENCE_END_AT = 0.02
 """Below this the words read unfinished: it lies between what sentences cut at their middle word
 score and what finished sentences and questions score."""
+SURELY_ENDS_AT = 0.3
+"""From this the words read surely finished; between the two, only maybe: a first half that is a
+sentence itself ("Remember to save your work | before...") scores as a short finished sentence or
+question does, 0.05-0.26 on the dev sentences, and most finished ones score more."""
 _FINAL = (".", "?", "!")
 _TRAILING = " \t\n.,;:?!\u2026-\u2014\"'"
+
+
+class Reading(Enum):
+    """How the words heard so far read: unfinished, maybe finished, surely finished."""
+
+    UNFINISHED = "unfinished"
+    MAYBE_FINISHED = "maybe finished"
+    FINISHED = "finished"
 
 
 class WordsCheck:
@@ -72,9 +87,12 @@ class WordsCheck:
             probabilities = np.exp(logits - logits.max())
             return float(probabilities[self._enders].sum() / probabilities.sum())
 
-    def reads_finished(self, text: str) -> bool:
-        """Whether the words so far read like a finished message (CPU work: call from a worker thread)."""
-        return self.sentence_end_probability(text) >= SENTENCE_END_AT
+    def reading(self, text: str) -> Reading:
+        """How the words so far read as a message (CPU work: call from a worker thread)."""
+        probability = self.sentence_end_probability(text)
+        if probability >= SURELY_ENDS_AT:
+            return Reading.FINISHED
+        return Reading.MAYBE_FINISHED if probability >= SENTENCE_END_AT else Reading.UNFINISHED
 
 
 def _last_logits(model, tokens: list[int]) -> np.ndarray:

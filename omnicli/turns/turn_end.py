@@ -1,5 +1,6 @@
 """Where a user's turn ends, decided in one place: a pause of silence (server_vad), or a pause that
-Smart Turn and then the words heard so far (turns/text_turn.py) call the end (semantic_vad). A
+Smart Turn and then the words heard so far (turns/text_turn.py) call the end (semantic_vad); words
+that read only maybe finished end the turn where the silence rule would, not sooner. A
 semantic turn end is decided while the audio keeps coming: it waits for the answer begun on the
 words heard early, and the voice coming back first keeps the turn whole. Smart Turn is asked
 beside Whisper's early transcript when it can be (Whisper leaves part of two cores idle), else
@@ -18,8 +19,9 @@ from omnicli.errors import OmniError
 from omnicli.turns.early_transcript import EarlyTranscriber
 from omnicli.turns.heard_clock import HeardClock
 from omnicli.turns.models import TurnModels
-from omnicli.turns.modes import Detection
+from omnicli.turns.modes import SILENCE_RULE_MS, Detection
 from omnicli.turns.scheduler import AnswerScheduler
+from omnicli.turns.text_turn import Reading
 from omnicli.turns.vad import EAGERNESS, TurnDetector, TurnEvent
 
 log = logging.getLogger("omni")
@@ -98,12 +100,14 @@ class TurnEnd:
         if self._tell is not None:
             await self._tell(transcript, begin=False)
 
-    async def _reads(self, transcript: str) -> bool:
-        """Whether `transcript` reads finished (turns/text_turn.py)."""
+    async def _reads(self, transcript: str) -> Reading:
+        """How `transcript` reads (turns/text_turn.py); no words read finished: the audio decides."""
+        if not transcript.strip():
+            return Reading.FINISHED
         try:
-            return not transcript.strip() or await asyncio.to_thread(self.models.words.reads_finished, transcript)
+            return await asyncio.to_thread(self.models.words.reading, transcript)
         except (OmniError, RuntimeError):  # loaded with the detector; should it fail now, the audio decides
-            return True
+            return Reading.FINISHED
 
     def detect_turns(self, detection: dict | None) -> None:
         """(Re)configure turn detection (None: the client commits); positions count from here."""
@@ -146,7 +150,7 @@ class TurnEnd:
         if self._deciding is not None and self.detector is not None and self.detector.resumed:
             self._deciding.cancel()  # the user went on before the turn end was decided
             self._deciding = None
-            turns += await self._confirm(False)
+            turns += await self._confirm(Reading.UNFINISHED)
         return self._decide(turns)
 
     def _decide(self, turns: list[TurnEvent]) -> list[TurnEvent]:
@@ -158,25 +162,29 @@ class TurnEnd:
 
     async def _decide_late(self) -> None:
         try:
-            ended, probability = await self._ends_turn()
-            if ended:
+            reading, probability = await self._ends_turn()
+            if reading is Reading.FINISHED:
                 await self._unless_resuming()
             async with self._lock:
                 if self._deciding is not asyncio.current_task():
                     return  # moot meanwhile: the voice came back (`append`), or the client took the turn
                 self._deciding = None
-                turns = self._decide(await self._confirm(ended, probability))
+                turns = self._decide(await self._confirm(reading, probability))
                 await self._on_late_turns(turns)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - nobody awaits this task: the session must hear of no crash
             log.exception("realtime: deciding a turn end failed")
 
-    async def _confirm(self, ended: bool, probability: float | None = None) -> list[TurnEvent]:
-        """The pending stop settled: the stop if the turn ended there, then what the audio held
-        behind it holds (CPU work: Smart Turn may be asked again)."""
+    async def _confirm(self, reading: Reading, probability: float | None = None) -> list[TurnEvent]:
+        """The pending stop settled: the stop if the turn ended there (words `reading` finished),
+        or once the silence rule's silence is heard (maybe finished: a sentence's first half
+        may read so), then what the audio held behind it holds (CPU work: Smart Turn may be
+        asked again)."""
         assert self.detector is not None
-        return await asyncio.to_thread(self.detector.confirm, ended, probability)
+        maybe = reading is Reading.MAYBE_FINISHED
+        return await asyncio.to_thread(self.detector.confirm, reading is Reading.FINISHED, probability,
+                                       ends_after_ms=SILENCE_RULE_MS if maybe else None)
 
     async def _unless_resuming(self) -> None:
         """The voice may be starting again just as the turn end is decided: the next appends tell
@@ -185,14 +193,14 @@ class TurnEnd:
         assert detector is not None
         await self.clock.wait(lambda: not detector.resuming, _RESUMING_WAIT_S)
 
-    async def _ends_turn(self) -> tuple[bool, float]:
+    async def _ends_turn(self) -> tuple[Reading, float]:
         """Did the turn end at the pending pause? Smart Turn is asked at once while Whisper is
         still hearing the pause: beside it, it is nearly free (both together end well before the two
         one after the other would), and the answer is begun once both are
         done. Else it waits for the answer begun on the early transcript (the one a commit waits for
         anyway): that answer is what the listener waits for, a commit could not play it sooner, and
         a model beside it would slow it. The words must read finished too, and are read last.
-        Returns the verdict and Smart Turn's."""
+        Returns how the turn reads (unfinished where Smart Turn says so) and Smart Turn's verdict."""
         assert self.detector is not None
         detector = self.detector
         judging = None
@@ -207,7 +215,9 @@ class TurnEnd:
             probability = await (judging or asyncio.to_thread(detector.judge))
         finally:
             self._judging = None
-        return probability >= detector.complete_at and await self._reads(transcript), probability
+        if probability < detector.complete_at:
+            return Reading.UNFINISHED, probability
+        return await self._reads(transcript), probability
 
     def _new_detector(self, detection: dict) -> TurnDetector:
         if detection["type"] == Detection.SEMANTIC_VAD:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from omnicli.turns.models import TurnModels
+from omnicli.turns.modes import SILENCE_RULE_MS
 from omnicli.turns.silero import CHUNK, VAD_RATE, SileroVAD
 from omnicli.turns.smart_turn import WINDOW_S
 
@@ -72,12 +73,13 @@ class TurnDetector:
     With `confirm_stops`, the first ask of a pause is the caller's to make, when it suits it: the
     pause comes last in `feed`'s events as a `pending` stop, the audio after it is held, and the
     caller asks Smart Turn about the speech before it (`judge`, on the same audio as at once) and
-    any second opinion (the words it heard), then says with `confirm` whether the turn ended there or
-    goes on, to be asked about again after SEMANTIC_REASK_MS more silence. (A server begins the answer
+    any second opinion (the words it heard), then says with `confirm` whether the turn ended there,
+    goes on (to be asked about again after SEMANTIC_REASK_MS more silence), or ends only should the
+    pause last as long as a silence rule waits (`ends_after_ms`). (A server begins the answer
     in the pause: Smart Turn beside it on two cores slows both, and the turn end waits for that
     answer anyway.)"""
 
-    def __init__(self, rate: int, models: TurnModels, *, threshold: float = 0.5, silence_ms: int = 500,
+    def __init__(self, rate: int, models: TurnModels, *, threshold: float = 0.5, silence_ms: int = SILENCE_RULE_MS,
                  prefix_padding_ms: int = 300, min_speech_ms: int = 96,
                  semantic: bool = False, eagerness: str = "auto", confirm_stops: bool = False) -> None:
         if eagerness not in EAGERNESS:
@@ -100,6 +102,8 @@ class TurnDetector:
         self._position_ms = 0
         self._run_ms = 0
         self._next_ask_ms = self.pause_ms
+        self._ends_after_ms: int | None = None
+        """The pause settled as a turn end only if it lasts this long (`confirm`); None: no such pause."""
         self._turn_from_ms = 0
         self._recent: deque[np.ndarray] = deque(maxlen=WINDOW_S * VAD_RATE // CHUNK)
         self._pending: TurnEvent | None = None
@@ -142,10 +146,12 @@ class TurnDetector:
         worker thread; it changes nothing here, so it may run beside `feed`)."""
         return self._smart_turn.completion_probability(self._asking)
 
-    def confirm(self, ended: bool, probability: float | None = None) -> list[TurnEvent]:
+    def confirm(self, ended: bool, probability: float | None = None, *, ends_after_ms: int | None = None) -> list[TurnEvent]:
         """Settle the pending stop: the turn ended there (with Smart Turn's `probability`), or
-        (False) it goes on. Returns that stop if it stands, then the events of the audio held
-        since, which may end with another pending stop."""
+        (False) it goes on; with `ends_after_ms`, it ends after all should the silence last that
+        long in all, as a silence rule would end it (the voice coming back first calls that off).
+        Returns that stop if it stands, then the events of the audio held since, which may end with
+        another pending stop or with the stop after that silence."""
         stop, self._pending = self._pending, None
         if stop is None:
             raise RuntimeError("no stop is pending")
@@ -155,6 +161,7 @@ class TurnDetector:
         if not ended:
             self.speaking, self._run_ms = True, stop.silence_ms
             self._next_ask_ms = stop.silence_ms + SEMANTIC_REASK_MS
+            self._ends_after_ms = ends_after_ms
         held, self._held = self._held, []
         return events + self._hear(held)
 
@@ -187,7 +194,7 @@ class TurnDetector:
                         events.append(TurnEvent("stopped", self._position_ms - self.silence_ms, self.silence_ms))
             else:
                 self._run_ms = 0
-                self._next_ask_ms = self.pause_ms
+                self._next_ask_ms, self._ends_after_ms = self.pause_ms, None
         return events
 
     @property
@@ -212,13 +219,15 @@ class TurnDetector:
         if self._pending is not None:
             self._position_ms += len(self._held) * CHUNK * 1000 // VAD_RATE
             self._pending, self._held = None, []
-        self.speaking, self._run_ms, self._next_ask_ms = False, 0, self.pause_ms
+        self.speaking, self._run_ms, self._next_ask_ms, self._ends_after_ms = False, 0, self.pause_ms, None
 
     def _semantic_stop(self) -> TurnEvent | None:
         """At each chunk of silence in a turn: a stop, or None while the turn goes on."""
         probability = None
         pending = self.confirm_stops and self._next_ask_ms == self.pause_ms
-        if self._run_ms >= self._next_ask_ms:
+        if self._ends_after_ms is not None and self._run_ms >= self._ends_after_ms:
+            probability, pending = self.last_probability, False
+        elif self._run_ms >= self._next_ask_ms:
             self._next_ask_ms = self._run_ms + SEMANTIC_REASK_MS
             self.calls += 1
             chunks = min(len(self._recent), (self._position_ms - self._turn_from_ms) // (CHUNK * 1000 // VAD_RATE))
@@ -234,4 +243,5 @@ class TurnDetector:
         else:
             pending = False
         silence, self._run_ms, self._next_ask_ms, self.speaking = self._run_ms, 0, self.pause_ms, False
+        self._ends_after_ms = None
         return TurnEvent("stopped", self._position_ms - silence, silence, probability, pending)

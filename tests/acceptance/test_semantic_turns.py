@@ -36,6 +36,21 @@ async def _append(raw, audio: np.ndarray, commits: int = 0) -> list[str]:
     return [e["type"] for e in raw.seen[mark:] if e["type"] in BUFFER_EVENTS]
 
 
+async def _decided_in_the_pause(url: str, eagerness: str, halves: tuple[str, str], pause_s: float, cut: int) -> list[str]:
+    """The two `halves` said with a pause between, on a fresh semantic_vad session: appended up to
+    where the voice comes back, then 2 s for the pause's turn end to be decided by the words, not
+    by the voice coming back (as where the answer is begun within the pause), then the rest. The
+    buffer events, once `cut` turns were committed at the pause and one at the end."""
+    audio = paused(*halves, pause_s=pause_s)
+    resumes = int((1.0 + pause_s) * 24000) + len(say(halves[0]))
+    raw = await _configured(url, {"type": "semantic_vad", "eagerness": eagerness, "create_response": False})
+    seen = await _append(raw, audio[:resumes], cut)
+    await asyncio.sleep(2.0)
+    seen += await _append(raw, audio[resumes:], 1)
+    await raw.ws.close()
+    return seen
+
+
 def test_a_pause_inside_a_sentence_ends_no_semantic_turn_but_ends_a_300_ms_silence_turn(omni_server):
     audio = paused(*UNFINISHED, pause_s=0.5)
 
@@ -53,19 +68,24 @@ def test_a_pause_that_sounds_final_but_reads_unfinished_ends_no_turn_unless_eage
     """Smart Turn calls "The children built a small" finished at the pause (Piper's falling pitch);
     the words the server heard (real Whisper, then SmolLM2) do not read finished. High eagerness
     does not read the words, and cuts the sentence in two."""
-    audio = paused("The children built a small", "castle out of sand and pebbles.", pause_s=0.4)
-    resumes = int(1.4 * 24000) + len(say("The children built a small"))
+    def turns(eagerness: str, cut: int) -> list[str]:
+        return asyncio.run(_decided_in_the_pause(omni_server, eagerness, ("The children built a small",
+                                                                        "castle out of sand and pebbles."), 0.4, cut))
 
-    async def turns(eagerness: str, cut: int) -> list[str]:
-        raw = await _configured(omni_server, {"type": "semantic_vad", "eagerness": eagerness, "create_response": False})
-        seen = await _append(raw, audio[:resumes], cut)
-        await asyncio.sleep(2.0)  # the pause's turn end decided by the words, not by the voice coming back
-        seen += await _append(raw, audio[resumes:], 1)
-        await raw.ws.close()
-        return seen
+    assert turns("auto", 0) == list(BUFFER_EVENTS)
+    assert turns("high", 1) == list(BUFFER_EVENTS) * 2
 
-    assert asyncio.run(turns("auto", 0)) == list(BUFFER_EVENTS)
-    assert asyncio.run(turns("high", 1)) == list(BUFFER_EVENTS) * 2
+
+def test_a_first_half_that_reads_as_a_sentence_ends_a_turn_only_where_500_ms_of_silence_would(omni_server):
+    """Smart Turn calls "Remember to save your work" finished at the pause, and its words read like a
+    short sentence: only maybe finished, so the turn ends only if the pause lasts 500 ms."""
+    def turns(eagerness: str, pause_s: float, cut: int) -> list[str]:
+        halves = ("Remember to save your work", "before you shut down the computer.")
+        return asyncio.run(_decided_in_the_pause(omni_server, eagerness, halves, pause_s, cut))
+
+    assert turns("high", 0.4, 1) == list(BUFFER_EVENTS) * 2  # Smart Turn alone cuts it
+    assert turns("auto", 0.4, 0) == list(BUFFER_EVENTS)
+    assert turns("auto", 0.8, 1) == list(BUFFER_EVENTS) * 2  # as 500 ms of silence would
 
 
 def test_a_finished_question_ends_the_turn_before_500_ms_of_silence_would(omni_server):

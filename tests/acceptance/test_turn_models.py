@@ -10,6 +10,7 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import resample
 from omnicli.turns import smart_turn
 from omnicli.turns.models import TurnModels
+from omnicli.turns.text_turn import Reading
 from omnicli.turns.vad import TurnDetector
 from tests.helpers.clips import quiet
 from tests.helpers.turn_speech import QUESTION, UNFINISHED, say, spoken
@@ -40,13 +41,14 @@ def test_smart_turn_hears_a_finished_question_as_complete_and_a_trailing_if_as_n
     assert unfinished < 0.5 < finished <= 1
 
 
-def test_the_words_heard_so_far_read_finished_or_not(models):
-    reads_finished = models.words.reads_finished
-    assert reads_finished("What is the capital of France?") and reads_finished(QUESTION.rstrip("?"))
-    assert reads_finished("I was wondering if you could tell me the capital of France.")
-    assert not reads_finished("What is the capital of.")  # Whisper's full stop after any pause is dropped
-    assert not reads_finished("I was wondering if")
-    assert not reads_finished("The children built a small")
+def test_the_words_heard_so_far_read_finished_maybe_finished_or_unfinished(models):
+    reading = models.words.reading
+    assert reading("What is the capital of France?") is reading(QUESTION.rstrip("?")) is Reading.FINISHED
+    assert reading("I was wondering if you could tell me the capital of France.") is Reading.FINISHED
+    assert reading("What is the capital of.") is Reading.UNFINISHED  # Whisper's full stop after any pause is dropped
+    assert reading("I was wondering if") is reading("The children built a small") is Reading.UNFINISHED
+    # first halves that are sentences themselves, as short finished sentences read
+    assert reading("Remember to save your work") is reading("My grandmother keeps her old letters") is Reading.MAYBE_FINISHED
     assert models.words.sentence_end_probability(" ...  ") == 1.0  # no words: the audio decides
 
 

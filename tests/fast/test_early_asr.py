@@ -4,11 +4,14 @@ heard early is the commit's transcript when only silence came after, and the eng
 the request its answer will make. The stand-in VAD on synthetic speech (tests/helpers/models.py)."""
 
 import asyncio
+import logging
 
 import numpy as np
+import pytest
 
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import ChatRequest
+from omnicli.errors import OmniError
 from omnicli.turns.early_transcript import EarlyTranscriber
 from omnicli.turns.scheduler import AnswerScheduler
 from tests.helpers.models import TURN_MODELS
@@ -62,6 +65,34 @@ def test_an_eager_pause_waits_for_an_idle_asr_and_a_long_pause_does_not():
     alone, beside, late, first_heard, second_heard = asyncio.run(go())
     assert (alone, beside, late) == (1, 1, 2)
     assert first_heard == second_heard == "what time is it"
+
+
+@pytest.mark.parametrize("failure, level", [(OmniError("the thinker is busy"), logging.DEBUG),
+                                            (TypeError("on_heard() got an unexpected keyword argument"), logging.WARNING)])
+def test_reading_ahead_that_fails_leaves_the_turn_heard_and_a_bug_is_logged_as_a_warning(failure, level, caplog):
+    """Reading the turn ahead is a guess: its failure loses nothing, but a failure no engine
+    reports (a bug) is not hidden at debug level."""
+    async def go():
+        early = EarlyTranscriber(ScriptedEngine(transcripts=["what time is it"]), AnswerScheduler(), TURN_MODELS)
+
+        async def fails(text: str) -> None:
+            raise failure
+        early.on_heard = fails
+        pcm = bytearray()
+        hear(early, pcm, np.concatenate([spoken(), silence(0.3)]))
+        while early.told is None:  # heard, and being told
+            await asyncio.sleep(0.01)
+        await early.told[1]
+        return await early.take(bytes(pcm))
+
+    omni = logging.getLogger("omni")  # (the CLI's tests may have stopped it propagating to caplog)
+    omni.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="omni"):
+            assert run(go()) == "what time is it"
+    finally:
+        omni.removeHandler(caplog.handler)
+    assert [(r.levelno, r.exc_info[1]) for r in caplog.records if "ahead failed" in r.message] == [(level, failure)]
 
 
 def test_new_speech_voids_what_was_heard_early():

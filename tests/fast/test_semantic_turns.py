@@ -16,6 +16,7 @@ from omnicli.errors import OmniError
 from omnicli.turns import smart_turn
 from omnicli.turns.models import TurnModels
 from omnicli.turns.smart_turn import SmartTurn
+from omnicli.turns.text_turn import Reading
 from omnicli.turns.vad import SEMANTIC_REASK_MS, TurnDetector
 from tests.helpers.models import TURN_MODELS, LastWordCheck, LoudnessVAD
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence
@@ -208,6 +209,21 @@ def test_a_confirmed_stop_stands_and_the_audio_held_behind_it_is_heard_next():
         detector.confirm(True)
 
 
+def test_a_stop_settled_as_maybe_ends_the_turn_only_once_the_pause_lasts_so_long():
+    detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, confirm_stops=True)
+    _, stop = detector.feed(spoken(QUESTION, tail_s=0.3))
+    assert stop.pending
+    assert detector.confirm(False, 0.95, ends_after_ms=500) == [] and detector.speaking  # 300 ms heard: too short
+    (end,) = feed(detector, silence(0.3))
+    assert (end.kind, end.pending, end.probability, end.ms) == ("stopped", False, 0.95, stop.ms)
+    assert 500 <= end.silence_ms < 500 + 32  # (a VAD chunk)
+
+    detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, confirm_stops=True)
+    _, stop = detector.feed(paused(QUESTION, FOLLOW_UP, pause_s=0.4, tail_s=0.3))
+    (again,) = detector.confirm(False, 0.95, ends_after_ms=500)  # the voice came back: no end at the pause
+    assert again.pending and again.ms > stop.ms  # the follow-up's own pause, asked about afresh
+
+
 def test_the_caller_asks_smart_turn_about_a_pending_stop_when_it_suits_it_and_hears_the_same_verdict():
     """A server asks when the answer begun in the pause is ready (two jobs at once slow both on two
     cores); the audio judged is the speech up to the first ask, as when asked at once. A pause
@@ -288,6 +304,33 @@ def test_semantic_vad_keeps_a_turn_whose_words_read_unfinished_and_ends_one_that
     assert run(committed("What is the capital of", "high")) == 2  # high: the soonest turn end, audio alone
 
 
+@pytest.mark.parametrize("pause_s, turns", [(0.4, 1), (0.6, 2)])
+def test_words_that_read_only_maybe_finished_end_a_semantic_turn_where_the_silence_rule_would(pause_s, turns):
+    """Smart Turn calls the pause the end and the answer is begun at once, but the words heard may
+    be a sentence's first half ("Remember to save your work | before..."): the turn ends only once
+    the pause lasts server_vad's 500 ms, so a 400 ms pause is kept inside the turn (as server_vad
+    keeps it) and a 600 ms one ends it, at 500 ms of silence."""
+    async def committed() -> tuple[int, list[dict]]:
+        async with Session(ScriptedEngine(transcripts=["Remember to save your work"])) as s:
+            await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
+            await s.until("session.updated")
+            mark = len(s.seen)
+            audio = paused(QUESTION, FOLLOW_UP, pause_s=pause_s)
+            resumes = int((1.0 + pause_s) * SPEECH_RATE) + len(say(QUESTION))
+            await s.stream(audio[:resumes])
+            await _decided(s)  # the pause judged (by the words, not by the voice coming back) before it ends
+            await s.stream(audio[resumes:])
+            await _decided(s)
+            await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all events carried out
+            stops = [e for e in s.seen[mark:] if e["type"] == "input_audio_buffer.speech_stopped"]
+            return [e["type"] for e in s.seen[mark:]].count("input_audio_buffer.committed"), stops
+
+    count, stops = run(committed())
+    assert count == len(stops) == turns
+    if turns == 2:  # the first stop is where the speech ended; it was decided 500 ms into the pause
+        assert abs(stops[0]["audio_end_ms"] - (1000 + len(say(QUESTION)) * 1000 // SPEECH_RATE)) <= 96
+
+
 def test_a_semantic_turn_end_waits_for_the_answer_begun_on_its_words():
     """It could not be played any sooner: the commit comes once the answer's first piece is ready."""
     heard = "What is the capital of France?"
@@ -350,11 +393,11 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
     """The answer to the question is begun, Smart Turn and the words call the pause the end, but the
     audio held since ends in voice too short yet to count (80 ms): the decision waits for the next
     appends, which show the voice coming back. One turn, not two."""
-    read: list[bool] = []
-    reads_finished = TURN_MODELS.words.reads_finished
+    read: list[Reading] = []
+    reading = TURN_MODELS.words.reading
 
-    def reads(text: str) -> bool:
-        read.append(reads_finished(text))
+    def reads(text: str) -> Reading:
+        read.append(reading(text))
         return read[-1]
 
     class Gated(ScriptedEngine):
@@ -362,7 +405,7 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
             await super().prepare(req, begin_answer=begin_answer)
             await gate.wait()
 
-    monkeypatch.setattr(TURN_MODELS.words, "reads_finished", reads)
+    monkeypatch.setattr(TURN_MODELS.words, "reading", reads)
     onset, gate = int(0.08 * SPEECH_RATE), asyncio.Event()  # (bound to a loop only once waited on)
 
     async def go():
@@ -384,7 +427,7 @@ def test_a_turn_end_decided_as_the_voice_starts_again_waits_to_tell_it_from_a_cl
             return s.kinds(mark)
 
     kinds = run(go())
-    assert read[0]  # the first half's words read finished: only the voice coming back kept the turn
+    assert read[0] is Reading.FINISHED  # the first half's words read finished: only the voice coming back kept the turn
     assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("input_audio_buffer.speech_started") == 1
 
 
@@ -412,11 +455,11 @@ def _noting_models(monkeypatch, done: list, smart_turn_s: float = 0.0) -> None:
     """Smart Turn (taking `smart_turn_s` more) and the words check note in `done` when they run."""
     import time
 
-    reads_finished, completion_probability = TURN_MODELS.words.reads_finished, TURN_MODELS.smart_turn.completion_probability
+    reading, completion_probability = TURN_MODELS.words.reading, TURN_MODELS.smart_turn.completion_probability
 
-    def reads(text: str) -> bool:
+    def reads(text: str) -> Reading:
         done.append(("read", text))
-        return reads_finished(text)
+        return reading(text)
 
     def asks(audio: np.ndarray) -> float:
         done.append(("smart turn",))
@@ -424,7 +467,7 @@ def _noting_models(monkeypatch, done: list, smart_turn_s: float = 0.0) -> None:
         done.append(("smart turn done",))
         return completion_probability(audio)
 
-    monkeypatch.setattr(TURN_MODELS.words, "reads_finished", reads)
+    monkeypatch.setattr(TURN_MODELS.words, "reading", reads)
     monkeypatch.setattr(TURN_MODELS.smart_turn, "completion_probability", asks)
 
 

@@ -9,7 +9,7 @@ from omnicli.turns.models import TurnModels
 from omnicli.turns.silero import SileroModel
 from omnicli.turns.smart_turn import RATE, SmartTurn
 from omnicli.turns.text_turn import WordsCheck
-from tests.helpers.synthetic_speech import FALLING_HZ, LEVEL_HZ, UNFINISHED_WORDS
+from tests.helpers.synthetic_speech import FALLING_HZ, LEVEL_HZ, MAYBE_LAST_WORDS, UNFINISHED_WORDS
 
 LOUD_RMS = 0.003
 """2 ms of audio this loud (RMS) is voice: synthetic speech, even at a tenth of its level (RMS 0.018)."""
@@ -54,17 +54,20 @@ class PitchTurn(SmartTurn):
 
 class LastWordCheck(WordsCheck):
     """The words check's stand-in: words read unfinished when the last one (punctuation dropped, as
-    the real check drops it) is one a sentence does not end on (UNFINISHED_WORDS)."""
+    the real check drops it) is one a sentence does not end on (UNFINISHED_WORDS), maybe finished
+    when it is one a sentence may go on from (MAYBE_LAST_WORDS)."""
 
     def load(self) -> None:
         """Nothing to load."""
 
     def sentence_end_probability(self, text: str) -> float:
-        """0.001 when the last word cannot end a sentence, else 0.98 (no words: 1.0, as the real check)."""
+        """0.001 when the last word cannot end a sentence, 0.1 when it may, else 0.98 (no words: 1.0,
+        as the real check)."""
         words = text.strip().rstrip(" \t\n.,;:?!\u2026-\u2014\"'").split()
         if not words:
             return 1.0
-        return 0.001 if words[-1].lower() in UNFINISHED_WORDS else 0.98
+        last = words[-1].lower()
+        return 0.001 if last in UNFINISHED_WORDS else 0.1 if last in MAYBE_LAST_WORDS else 0.98
 
 
 def stand_in_models() -> TurnModels:

@@ -16,7 +16,9 @@ LEVEL_HZ = 240.0
 FALLING_HZ = 150.0
 LEVEL = 0.25
 UNFINISHED_WORDS = frozenset({"a", "an", "and", "if", "maybe", "of", "or", "small", "that", "the", "to"})
-"""Words a sentence does not end on (for the stand-in words check)."""
+"""Words a sentence does not end on (for the stand-in words check)..."""
+MAYBE_LAST_WORDS = frozenset({"work", "light"})
+"""...and words it may end on, or go on from ("Remember to save your work | before...")."""
 
 UNFINISHED = ("I was wondering if", "you could tell me the capital of France.")
 """A sentence whose first half ends level (unfinished), read as two halves."""
