@@ -22,7 +22,7 @@ from omnicli.turns.models import TurnModels
 from omnicli.turns.modes import SILENCE_RULE_MS, Detection
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.text_turn import Reading
-from omnicli.turns.vad import EAGERNESS, TurnDetector, TurnEvent
+from omnicli.turns.vad import EAGERNESS, SEMANTIC_REASK_MS, TurnDetector, TurnEvent
 
 log = logging.getLogger("omni")
 
@@ -199,8 +199,10 @@ class TurnEnd:
         one after the other would), and the answer is begun once both are
         done. Else it waits for the answer begun on the early transcript (the one a commit waits for
         anyway): that answer is what the listener waits for, a commit could not play it sooner, and
-        a model beside it would slow it. The words must read finished too, and are read last.
-        Returns how the turn reads (unfinished where Smart Turn says so) and Smart Turn's verdict."""
+        a model beside it would slow it. The words must read finished too, and are read last; not
+        where the pause has lasted till Smart Turn's second ask by then (a slow answer), since that
+        ask is Smart Turn's alone and its silence is more than the silence rule's. Returns how the
+        turn reads (unfinished where Smart Turn says so) and Smart Turn's verdict."""
         assert self.detector is not None
         detector = self.detector
         judging = None
@@ -217,6 +219,8 @@ class TurnEnd:
             self._judging = None
         if probability < detector.complete_at:
             return Reading.UNFINISHED, probability
+        if detector.pause_heard_ms >= detector.pause_ms + SEMANTIC_REASK_MS:
+            return Reading.FINISHED, probability  # as at Smart Turn's second ask, which the words do not second
         return await self._reads(transcript), probability
 
     def _new_detector(self, detection: dict) -> TurnDetector:

@@ -203,6 +203,19 @@ class TurnDetector:
         return self._position_ms
 
     @property
+    def pause_heard_ms(self) -> int:
+        """While a stop is pending: the silence heard since the speech before it, up to any voice
+        held since (0 with none pending)."""
+        if self._pending is None:
+            return 0
+        quiet = 0
+        for _, prob in list(self._held):  # (appended to by `feed` in another thread)
+            if prob >= self.threshold:
+                break
+            quiet += 1
+        return self._pending.silence_ms + quiet * CHUNK * 1000 // VAD_RATE
+
+    @property
     def pending_stop(self) -> TurnEvent | None:
         """The stop waiting for `confirm` (its `ms`: where the speech before the pause ended)."""
         return self._pending

@@ -36,17 +36,17 @@ async def _append(raw, audio: np.ndarray, commits: int = 0) -> list[str]:
     return [e["type"] for e in raw.seen[mark:] if e["type"] in BUFFER_EVENTS]
 
 
-async def _decided_in_the_pause(url: str, eagerness: str, halves: tuple[str, str], pause_s: float, cut: int) -> list[str]:
+async def _decided_in_the_pause(url: str, eagerness: str, halves: tuple[str, str], pause_s: float, turns: tuple[int, int]) -> list[str]:
     """The two `halves` said with a pause between, on a fresh semantic_vad session: appended up to
-    where the voice comes back, then 2 s for the pause's turn end to be decided by the words, not
-    by the voice coming back (as where the answer is begun within the pause), then the rest. The
-    buffer events, once `cut` turns were committed at the pause and one at the end."""
+    300 ms into the pause, then 2 s for the pause's turn end to be decided by the words, not by the
+    voice coming back (as where the answer is begun within the pause), then the rest. The buffer
+    events, once `turns` were committed: so many in the first part and in the rest."""
     audio = paused(*halves, pause_s=pause_s)
-    resumes = int((1.0 + pause_s) * 24000) + len(say(halves[0]))
+    judged = int(1.3 * 24000) + len(say(halves[0]))
     raw = await _configured(url, {"type": "semantic_vad", "eagerness": eagerness, "create_response": False})
-    seen = await _append(raw, audio[:resumes], cut)
+    seen = await _append(raw, audio[:judged], turns[0])
     await asyncio.sleep(2.0)
-    seen += await _append(raw, audio[resumes:], 1)
+    seen += await _append(raw, audio[judged:], turns[1])
     await raw.ws.close()
     return seen
 
@@ -68,24 +68,24 @@ def test_a_pause_that_sounds_final_but_reads_unfinished_ends_no_turn_unless_eage
     """Smart Turn calls "The children built a small" finished at the pause (Piper's falling pitch);
     the words the server heard (real Whisper, then SmolLM2) do not read finished. High eagerness
     does not read the words, and cuts the sentence in two."""
-    def turns(eagerness: str, cut: int) -> list[str]:
-        return asyncio.run(_decided_in_the_pause(omni_server, eagerness, ("The children built a small",
-                                                                        "castle out of sand and pebbles."), 0.4, cut))
+    def turns(eagerness: str, commits: tuple[int, int]) -> list[str]:
+        halves = ("The children built a small", "castle out of sand and pebbles.")
+        return asyncio.run(_decided_in_the_pause(omni_server, eagerness, halves, 0.4, commits))
 
-    assert turns("auto", 0) == list(BUFFER_EVENTS)
-    assert turns("high", 1) == list(BUFFER_EVENTS) * 2
+    assert turns("auto", (0, 1)) == list(BUFFER_EVENTS)
+    assert turns("high", (1, 1)) == list(BUFFER_EVENTS) * 2
 
 
 def test_a_first_half_that_reads_as_a_sentence_ends_a_turn_only_where_500_ms_of_silence_would(omni_server):
     """Smart Turn calls "Remember to save your work" finished at the pause, and its words read like a
     short sentence: only maybe finished, so the turn ends only if the pause lasts 500 ms."""
-    def turns(eagerness: str, pause_s: float, cut: int) -> list[str]:
+    def turns(eagerness: str, pause_s: float, commits: tuple[int, int]) -> list[str]:
         halves = ("Remember to save your work", "before you shut down the computer.")
-        return asyncio.run(_decided_in_the_pause(omni_server, eagerness, halves, pause_s, cut))
+        return asyncio.run(_decided_in_the_pause(omni_server, eagerness, halves, pause_s, commits))
 
-    assert turns("high", 0.4, 1) == list(BUFFER_EVENTS) * 2  # Smart Turn alone cuts it
-    assert turns("auto", 0.4, 0) == list(BUFFER_EVENTS)
-    assert turns("auto", 0.8, 1) == list(BUFFER_EVENTS) * 2  # as 500 ms of silence would
+    assert turns("high", 0.4, (1, 1)) == list(BUFFER_EVENTS) * 2  # Smart Turn alone cuts it at once
+    assert turns("auto", 0.4, (0, 1)) == list(BUFFER_EVENTS)
+    assert turns("auto", 0.8, (0, 2)) == list(BUFFER_EVENTS) * 2  # once 500 ms of silence are heard, as server_vad
 
 
 def test_a_finished_question_ends_the_turn_before_500_ms_of_silence_would(omni_server):

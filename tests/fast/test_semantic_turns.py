@@ -17,7 +17,7 @@ from omnicli.turns import smart_turn
 from omnicli.turns.models import TurnModels
 from omnicli.turns.smart_turn import SmartTurn
 from omnicli.turns.text_turn import Reading
-from omnicli.turns.vad import SEMANTIC_REASK_MS, TurnDetector
+from omnicli.turns.vad import SEMANTIC_PAUSE_MS, SEMANTIC_REASK_MS, TurnDetector
 from tests.helpers.models import TURN_MODELS, LastWordCheck, LoudnessVAD
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence
 from tests.helpers.scripted import ScriptedEngine, SlowToBegin, answer
@@ -309,17 +309,17 @@ def test_words_that_read_only_maybe_finished_end_a_semantic_turn_where_the_silen
     """Smart Turn calls the pause the end and the answer is begun at once, but the words heard may
     be a sentence's first half ("Remember to save your work | before..."): the turn ends only once
     the pause lasts server_vad's 500 ms, so a 400 ms pause is kept inside the turn (as server_vad
-    keeps it) and a 600 ms one ends it, at 500 ms of silence."""
+    keeps it) and a 600 ms one ends it, at 500 ms of silence. The pause is judged 300 ms into it."""
     async def committed() -> tuple[int, list[dict]]:
         async with Session(ScriptedEngine(transcripts=["Remember to save your work"])) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
             mark = len(s.seen)
             audio = paused(QUESTION, FOLLOW_UP, pause_s=pause_s)
-            resumes = int((1.0 + pause_s) * SPEECH_RATE) + len(say(QUESTION))
-            await s.stream(audio[:resumes])
-            await _decided(s)  # the pause judged (by the words, not by the voice coming back) before it ends
-            await s.stream(audio[resumes:])
+            judged = int(1.3 * SPEECH_RATE) + len(say(QUESTION))
+            await s.stream(audio[:judged])
+            await _decided(s)
+            await s.stream(audio[judged:])
             await _decided(s)
             await s.error({"type": "conversation.item.retrieve", "item_id": "item_none"})  # all events carried out
             stops = [e for e in s.seen[mark:] if e["type"] == "input_audio_buffer.speech_stopped"]
@@ -487,15 +487,17 @@ async def _offered(done: list, heard: str) -> None:
         await asyncio.sleep(0.01)
 
 
-def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_words(monkeypatch):
+@pytest.mark.parametrize("pause_s", [0.4, 1.0])
+def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_words(monkeypatch, pause_s):
     """The early transcript, ready before the pause is judged, is offered to the thinker at once
     (the answer's first words are what the listener waits for); Smart Turn is asked about the pause
     once that answer is begun, and the words are read after it: one model at a time, never beside
-    the answer."""
+    the answer. Not where the pause heard by then is as long as Smart Turn's second ask waits (here
+    the whole second of silence is sent at once): Smart Turn alone decides, as at that ask."""
     done: list[tuple[str, ...]] = []
     _noting_models(monkeypatch, done)
     heard = "What is the capital of France?"
-    audio = spoken(QUESTION, tail_s=1.0)
+    audio = spoken(QUESTION, tail_s=pause_s)
     early = _heard_early_at(audio)
 
     async def go():
@@ -508,7 +510,8 @@ def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_word
             await s.until("input_audio_buffer.committed")
 
     run(go())
-    assert done == [("heard",), ("ahead", heard), ("begun",), ("smart turn",), ("smart turn done",), ("read", heard)]
+    read = [("read", heard)] if pause_s < (SEMANTIC_PAUSE_MS + SEMANTIC_REASK_MS) / 1000 else []
+    assert done == [("heard",), ("ahead", heard), ("begun",), ("smart turn",), ("smart turn done",), *read]
 
 
 def test_smart_turn_is_asked_beside_whisper_still_hearing_the_pause_and_the_answer_begun_after_it(monkeypatch):
@@ -523,7 +526,7 @@ def test_smart_turn_is_asked_beside_whisper_still_hearing_the_pause_and_the_answ
         async with Session(Ordered(done, hearing_s=0.3, beginning_s=0.1, transcripts=[heard])) as s:
             await s.send(update({"type": "semantic_vad", "eagerness": "auto", "create_response": False}))
             await s.until("session.updated")
-            await s.stream(np.concatenate([spoken(QUESTION), silence(0.6)]))
+            await s.stream(spoken(QUESTION, tail_s=0.4))
             await s.until("input_audio_buffer.committed")
 
     run(go())
