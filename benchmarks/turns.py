@@ -12,7 +12,9 @@ and the same with nothing begun, as where the thinker is a server omni cannot re
   Goal (issues 11, 15): semantic at least 300 ms sooner.
 - turns cut in the middle of a sentence: the dev sentences with a 400 ms pause at the word
   boundary nearest their middle, read two ways: whole, the pause put in between two words
-  (found with Whisper tiny.en's word times), and as two halves read apart. Goal: at most 1 in 20.
+  (found with Whisper tiny.en's word times; beside whatever quiet Piper leaves there, ~375 ms
+  more after a comma, so the 500 ms of silence row may cut one too), and as two halves read
+  apart. Goal: at most 1 in 20, and none that 500 ms of silence does not cut.
 - Smart Turn's time per call (features + model, one thread), p50/p90.
 - with --grid, the trade-off behind the eagerness settings: for each moment Smart Turn is first
   asked (ms of silence) and each cut-off, how many of the 20 sentences read whole are cut at their
