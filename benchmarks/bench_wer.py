@@ -53,7 +53,7 @@ def main() -> None:
     print(f"{'synthesis alone':<26}{synthesis:>9.1f}")
     print(f"{'ASR alone':<26}{recognition:>9.1f}")
     for concurrency in (1, 2, 4):
-        records = []
+        records: list[dict] = []
         start = time.perf_counter()
         asyncio.run(run_bench(items, engine, judge, BenchOptions(concurrency=concurrency), records.append))
         rate = len(records) / (time.perf_counter() - start) * 60

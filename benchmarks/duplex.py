@@ -106,7 +106,8 @@ def figures(log: Path) -> dict:
 
 
 def p(values: list[float], q: float) -> str:
-    return f"{percentile(values, q) * 1000:.0f}" if values else "-"
+    value = percentile(values, q)
+    return "-" if value is None else f"{value * 1000:.0f}"
 
 
 def lag_summary(counts: dict[str, float]) -> str:

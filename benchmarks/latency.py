@@ -43,7 +43,7 @@ import numpy as np
 import soundfile as sf
 from local_serve import omni_serve
 from stage_trace import StageTrace  # benchmarks/stage_trace.py
-from talk import QUESTIONS  # benchmarks/talk.py: the same ten spoken questions
+from talk import QUESTIONS, quantile_ms  # benchmarks/talk.py: the same ten spoken questions
 from talk_llm_server import start_llama_server
 from turns import voice  # benchmarks/turns.py: the embedded voice without sampling noise
 
@@ -65,12 +65,13 @@ NAMES = {"request": "answer asked of the engine", "heard": "transcript ready (AS
 
 
 def row(name: str, values: list[float], goal: str = "") -> str:
-    if not values:
+    p50, p90 = percentile(values, .5), percentile(values, .9)
+    if p50 is None or p90 is None:
         return f"{name:<44}{'-':>8}{'-':>8}"
-    return f"{name:<44}{percentile(values, .5) * 1000:>8.0f}{percentile(values, .9) * 1000:>8.0f}   {goal}"
+    return f"{name:<44}{p50 * 1000:>8.0f}{p90 * 1000:>8.0f}   {goal}"
 
 
-def recording(engine):
+def recording(engine) -> list[dict]:
     """The engine, with every answer's timeline (ChatDone.marks) kept in order."""
     from omnicli.engine.base import ChatDone
 
@@ -130,13 +131,14 @@ def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None =
     from omnicli.talk.sources import FileVoice
     from omnicli.talk.speakers import FileSpeaker
     from omnicli.talk.transport import LocalTransport
+    from omnicli.turns.modes import TurnMode
 
     engine = talk_engine(llm, thinker_server)
     wav = dialog(work, QUESTIONS + MORE_QUESTIONS)
     marks = recording(engine)
     stages = StageTrace(engine) if trace else None
     log = Timeline()
-    client = TalkClient(LocalTransport(engine), FileVoice(str(wav)), FileSpeaker(), TalkOptions(turns=turns), Quiet(), log)
+    client = TalkClient(LocalTransport(engine), FileVoice(str(wav)), FileSpeaker(), TalkOptions(turns=TurnMode(turns)), Quiet(), log)
     lag = LoopLag()
 
     async def talk() -> None:
@@ -201,10 +203,11 @@ def thinker_server(llm: str, work: Path) -> Iterator[str]:
 
 def lag_line(name: str, lags: list[float]) -> str:
     """How late a 20 ms timer woke: what blocked the event loop, if anything did."""
-    if not lags:
+    p50, p99 = percentile(lags, .5), percentile(lags, .99)
+    if p50 is None or p99 is None:
         return f"{name}: no wakes measured"
     late = sum(1 for x in lags if x >= 0.02)
-    return (f"{name}: lag p50 {percentile(lags, .5) * 1000:.1f} ms, p99 {percentile(lags, .99) * 1000:.1f} ms, "
+    return (f"{name}: lag p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
             f"max {max(lags) * 1000:.0f} ms; {late} of {len(lags)} wakes >= 20 ms late")
 
 
@@ -289,8 +292,8 @@ def serve_sessions(llm: str, work: Path, levels: list[int], spread: bool = False
                         gaps.append(e["event"]["longest_gap_ms"])
             minutes = (time.monotonic() - started) / 60
             speech_end = [c + 0.5 for c in commit_to_audio]  # client VAD commits after 500 ms of silence
-            print(f"{n:<10}{percentile(commit_to_audio, .5) * 1000:>16.0f} ms{percentile(commit_to_audio, .9) * 1000:>7.0f}"
-                  f"{percentile(speech_end, .5) * 1000:>21.0f} ms{percentile(speech_end, .9) * 1000:>7.0f}{answers / minutes:>13.1f}"
+            print(f"{n:<10}{quantile_ms(commit_to_audio, .5):>16} ms{quantile_ms(commit_to_audio, .9):>7}"
+                  f"{quantile_ms(speech_end, .5):>21} ms{quantile_ms(speech_end, .9):>7}{answers / minutes:>13.1f}"
                   f"{sum(gap > 0 for gap in gaps):>13} of {len(gaps):<4}{max(gaps, default=0):>6} ms")
             after = loop_lag_buckets(url)
             lag_rows.append((n, {le: after[le] - before.get(le, 0) for le in after}))

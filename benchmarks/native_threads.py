@@ -83,7 +83,8 @@ def main() -> None:
 
     say = voice()
     clips = [resample(say(text), 24000, 16000) for text in SENTENCES]
-    plain, loaded = WhisperASR(), []
+    plain = WhisperASR()
+    loaded: list[WhisperModel] = []
 
     def model():  # loaded by the first thread to use it, as before
         if not loaded:

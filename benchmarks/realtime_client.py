@@ -191,8 +191,8 @@ def main() -> None:
                 turns = asyncio.run(ask_all(url, mode, clips))
                 figures[mode] = report(llm, mode, turns, asked, floor)
                 if args.trace:
-                    trace.report([(t.quiet_at, t.first_audio_at) for t in turns if t.waited is not None], floors,
-                                 each_turn=args.each_turn)
+                    trace.report([(t.quiet_at, t.first_audio_at) for t in turns
+                                  if t.quiet_at is not None and t.first_audio_at is not None], floors, each_turn=args.each_turn)
         goals(llm, figures)
 
 

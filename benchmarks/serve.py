@@ -30,7 +30,7 @@ Turn left at the second traffic light and the museum is on your right.""".splitl
 
 
 async def load(concurrency: int, requests: int, one_request) -> dict:
-    queue = asyncio.Queue()
+    queue: asyncio.Queue[str] = asyncio.Queue()
     for n in range(requests):
         queue.put_nowait(SENTENCES[n % len(SENTENCES)])
     latencies, audio = [], 0.0

@@ -27,6 +27,7 @@ def piper_direct(voice) -> tuple[float, float]:
     for chunk in voice.synthesize(TEXT):
         first = first or time.perf_counter() - start
         samples += len(chunk.audio_float_array)
+    assert first is not None, "Piper made no audio"
     return first, (time.perf_counter() - start) / (samples / voice.config.sample_rate)
 
 

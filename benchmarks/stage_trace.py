@@ -52,7 +52,7 @@ class StageTrace:
                     self.read.append((start, len(tokens)))
                     self.spans.append((PROMPT, start, time.monotonic()))
 
-        llama_cpp.Llama.eval = traced_eval
+        llama_cpp.Llama.eval = traced_eval  # type: ignore[method-assign]
 
     def _timed_async(self, call, name: str):
         async def timed(*args, **kwargs):
@@ -99,16 +99,18 @@ class StageTrace:
                                              for name, (a, b) in sorted(first.items(), key=lambda item: item[1])))
         print("  when each stage ran, ms after the voice went quiet (p50 of its start -> of its end; turns),"
               " and the stage called alone (p50 ms):")
-        for name, spans in rows.items():
-            starts, ends = [a for a, _ in spans], [b for _, b in spans]
-            alone = (floors or {}).get(name.strip())
-            beside = f"   alone {percentile(alone, .5) * 1000:.0f}" if alone else ""
-            print(f"    {name:<40}{percentile(starts, .5) * 1000:>6.0f} -> {percentile(ends, .5) * 1000:>5.0f}"
-                  f"   ({len(spans)}){beside}")
+        for name, runs in rows.items():
+            starts, ends = [a for a, _ in runs], [b for _, b in runs]
+            alone = percentile((floors or {}).get(name.strip()) or [], .5)
+            beside = f"   alone {alone * 1000:.0f}" if alone is not None else ""
+            p50_start, p50_end = percentile(starts, .5), percentile(ends, .5)
+            assert p50_start is not None and p50_end is not None  # a row holds at least one turn's run
+            print(f"    {name:<40}{p50_start * 1000:>6.0f} -> {p50_end * 1000:>5.0f}"
+                  f"   ({len(runs)}){beside}")
         for label, reads in (("the turn's prompt", [n for start, n in self.read if named(PROMPT, start) == PROMPT]),
                              ("the words so far", [n for start, n in self.read if named(PROMPT, start) != PROMPT])):
             if reads:
-                print(f"    tokens read per prompt, {label}: p50 {percentile(reads, .5):.0f}, max {max(reads)}")
+                print(f"    tokens read per prompt, {label}: p50 {percentile([float(n) for n in reads], .5):.0f}, max {max(reads)}")
 
 
 def _partial_name(name: str) -> str:

@@ -30,7 +30,7 @@ QUESTIONS = [
 ]
 
 
-def direct_stages(engine, clips) -> dict:
+def direct_stages(engine, clips) -> list[dict]:
     """ASR, thinker first token and the first spoken chunk (the engine's own voice), each called
     directly, summed."""
     from omnicli.audio.pcm import resample
@@ -63,6 +63,12 @@ def direct_stages(engine, clips) -> dict:
     return rows
 
 
+def quantile_ms(values: list[float], q: float) -> str:
+    """The q-th quantile of `values` (seconds) in whole ms, or "-" for no values."""
+    value = percentile(values, q)
+    return "-" if value is None else f"{value * 1000:.0f}"
+
+
 def main() -> None:
     from omnicli.engine.base import SpeechRequest
     from omnicli.engine.staged import embedded_engine
@@ -71,6 +77,7 @@ def main() -> None:
     from omnicli.talk.speakers import FileSpeaker
     from omnicli.talk.transport import LocalTransport
     from omnicli.talk.view import EventLog
+    from omnicli.turns.modes import TurnMode
 
     engine = embedded_engine()
 
@@ -89,7 +96,7 @@ def main() -> None:
 
     log = EventLog(str(work / "events.jsonl"))
     client = TalkClient(LocalTransport(engine), FileVoice(str(work / "dialog.wav")), FileSpeaker(),
-                        TalkOptions(turns="client"), Quiet(), log)
+                        TalkOptions(turns=TurnMode.CLIENT), Quiet(), log)
     asyncio.run(client.run(asyncio.Event()))
     log.close()
 
@@ -120,14 +127,14 @@ def main() -> None:
 
     print(f"{len(complete)} of {len(QUESTIONS)} turns answered, in process, client VAD (500 ms of silence ends a turn)")
     print(f"{'measure, ms':<40}{'p50':>8}{'p90':>8}")
-    print(f"{'end of speech -> first answer sample':<40}{percentile(speech_to_audio, .5) * 1000:>8.0f}{percentile(speech_to_audio, .9) * 1000:>8.0f}")
-    print(f"{'commit -> first audio delta':<40}{percentile(commit_to_audio, .5) * 1000:>8.0f}{percentile(commit_to_audio, .9) * 1000:>8.0f}   goal p50 <= 700")
+    print(f"{'end of speech -> first answer sample':<40}{quantile_ms(speech_to_audio, .5):>8}{quantile_ms(speech_to_audio, .9):>8}")
+    print(f"{'commit -> first audio delta':<40}{quantile_ms(commit_to_audio, .5):>8}{quantile_ms(commit_to_audio, .9):>8}   goal p50 <= 700")
     for name, values in share.items():
-        print(f"{'  ' + name:<40}{percentile(values, .5) * 1000:>8.0f}{percentile(values, .9) * 1000:>8.0f}")
+        print(f"{'  ' + name:<40}{quantile_ms(values, .5):>8}{quantile_ms(values, .9):>8}")
     print("stages called directly (same clips):")
     for key, name in [("asr", "ASR"), ("first_sentence", "thinker, to first speakable text"), ("tts", "talker, first chunk"), ("sum", "sum")]:
         values = [r[key] for r in direct]
-        print(f"{'  ' + name:<40}{percentile(values, .5) * 1000:>8.0f}{percentile(values, .9) * 1000:>8.0f}")
+        print(f"{'  ' + name:<40}{quantile_ms(values, .5):>8}{quantile_ms(values, .9):>8}")
 
 
 if __name__ == "__main__":

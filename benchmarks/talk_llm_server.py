@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import soundfile as sf
+from talk import quantile_ms  # benchmarks/talk.py: a quantile in ms, "-" for none
 
 from omnicli.bench.scoring import percentile
 from omnicli.engine.llama_load import llama_server_command
@@ -63,6 +64,7 @@ def commit_to_first_audio(engine, dialog: Path, work: Path, label: str) -> list[
     from omnicli.talk.speakers import FileSpeaker
     from omnicli.talk.transport import LocalTransport
     from omnicli.talk.view import EventLog
+    from omnicli.turns.modes import TurnMode
 
     class Quiet:
         def __getattr__(self, name):
@@ -70,7 +72,7 @@ def commit_to_first_audio(engine, dialog: Path, work: Path, label: str) -> list[
 
     path = work / f"events-{label}.jsonl"
     log = EventLog(str(path))
-    client = TalkClient(LocalTransport(engine), FileVoice(str(dialog)), FileSpeaker(), TalkOptions(turns="client"), Quiet(), log)
+    client = TalkClient(LocalTransport(engine), FileVoice(str(dialog)), FileSpeaker(), TalkOptions(turns=TurnMode.CLIENT), Quiet(), log)
     asyncio.run(client.run(asyncio.Event()))
     log.close()
     turns, current = [], None
@@ -119,8 +121,11 @@ def main() -> None:
     print(f"{len(questions)} spoken questions, headless, client VAD; thinker SmolLM2-135M-Instruct either way")
     print(f"{'commit -> first audio delta, ms':<40}{'turns':>6}{'p50':>8}{'p90':>8}")
     for name, values in runs.items():
-        print(f"{name:<40}{len(values):>6}{percentile(values, .5) * 1000:>8.0f}{percentile(values, .9) * 1000:>8.0f}")
+        print(f"{name:<40}{len(values):>6}{quantile_ms(values, .5):>8}{quantile_ms(values, .9):>8}")
     server, inproc = (percentile(v, .5) for v in runs.values())
+    if server is None or inproc is None:
+        print(f"ratio of p50s: - (goal <= {GOAL}x): a run answered no turn")
+        return
     ratio = server / inproc
     print(f"ratio of p50s: {ratio:.2f}x (goal <= {GOAL}x): {'met' if ratio <= GOAL else 'NOT met'}")
 

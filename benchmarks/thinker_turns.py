@@ -28,7 +28,7 @@ ASKED_AFTER_S = 1.5
 class OneAtATime(ModelQueue):
     """The thinker's queue as it was: the answer holding the model never hears that others wait."""
 
-    newcomers = waiting = property(lambda self: 0)  # type: ignore[assignment]
+    newcomers = waiting = property(lambda self: 0)
 
 
 async def _first_piece_and_end(thinker: LlamaThinker, messages: list[dict], max_tokens: int) -> tuple[float, float]:
