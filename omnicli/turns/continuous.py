@@ -72,7 +72,8 @@ class DuplexInput(InputBuffer):
     def heard(self, turns: list[TurnEvent]) -> Heard:
         """`turns` (of an append, or decided later), with the pauses asked about since last time
         that ended no turn: Smart Turn's "unfinished", or a turn end the words or the voice coming
-        back overruled. A turn end still being decided is not counted yet."""
+        back overruled. A turn end still being decided, or waiting for the silence rule's end, is
+        not counted yet."""
         if any(turn.kind == "started" for turn in turns):
             self.voiced = True
         detector = self.turn_end.detector
@@ -80,7 +81,7 @@ class DuplexInput(InputBuffer):
             return Heard(turns, 0)
         if detector is not self._counted[0]:
             self._counted = (detector, 0)
-        deciding = int(self.turn_end.deciding)
+        deciding = int(self.turn_end.deciding or detector.ending_at_silence_rule)
         decided = sum(1 for turn in turns if turn.kind == "stopped" and turn.probability is not None)
         pauses = max(0, detector.calls - self._counted[1] - decided - deciding)
         self._counted = (detector, detector.calls - deciding)

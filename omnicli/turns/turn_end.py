@@ -22,7 +22,7 @@ from omnicli.turns.models import TurnModels
 from omnicli.turns.modes import SILENCE_RULE_MS, Detection
 from omnicli.turns.scheduler import AnswerScheduler
 from omnicli.turns.text_turn import Reading
-from omnicli.turns.vad import EAGERNESS, SEMANTIC_REASK_MS, TurnDetector, TurnEvent
+from omnicli.turns.vad import EAGERNESS, TurnDetector, TurnEvent
 
 log = logging.getLogger("omni")
 
@@ -200,9 +200,9 @@ class TurnEnd:
         done. Else it waits for the answer begun on the early transcript (the one a commit waits for
         anyway): that answer is what the listener waits for, a commit could not play it sooner, and
         a model beside it would slow it. The words must read finished too, and are read last; not
-        where the pause has lasted till Smart Turn's second ask by then (a slow answer), since that
-        ask is Smart Turn's alone and its silence is more than the silence rule's. Returns how the
-        turn reads (unfinished where Smart Turn says so) and Smart Turn's verdict."""
+        where the pause has lasted as long as the silence rule waits by then (a slow answer): that
+        rule would end the turn there whatever the words. Returns how the turn reads (unfinished
+        where Smart Turn says so) and Smart Turn's verdict."""
         assert self.detector is not None
         detector = self.detector
         judging = None
@@ -219,8 +219,8 @@ class TurnEnd:
             self._judging = None
         if probability < detector.complete_at:
             return Reading.UNFINISHED, probability
-        if detector.pause_heard_ms >= detector.pause_ms + SEMANTIC_REASK_MS:
-            return Reading.FINISHED, probability  # as at Smart Turn's second ask, which the words do not second
+        if detector.pause_heard_ms >= SILENCE_RULE_MS:
+            return Reading.FINISHED, probability  # the silence rule would end it by now: the words could only delay it
         return await self._reads(transcript), probability
 
     def _new_detector(self, detection: dict) -> TurnDetector:

@@ -39,6 +39,10 @@ asking early both ends turns sooner and cuts fewer sentences."""
 SEMANTIC_REASK_MS = 400
 """...and again after each further stretch of this much silence, so a turn it was unsure of ends
 well before the ceiling, while a pause shorter than this in mid-sentence is judged only once."""
+SEMANTIC_BEFORE_RULE_MS = 416
+"""...and, unsure at first, once more at this much silence (three VAD chunks before the silence
+rule's 500 ms ends a server_vad turn): a turn it then hears finished ends where that rule would end
+it, not at the next ask, and not sooner (a pause it was unsure of cuts nothing that rule would not)."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,8 @@ class TurnDetector:
     pause comes last in `feed`'s events as a `pending` stop, the audio after it is held, and the
     caller asks Smart Turn about the speech before it (`judge`, on the same audio as at once) and
     any second opinion (the words it heard), then says with `confirm` whether the turn ended there,
-    goes on (to be asked about again after SEMANTIC_REASK_MS more silence), or ends only should the
-    pause last as long as a silence rule waits (`ends_after_ms`). (A server begins the answer
+    goes on (to be asked about again: `_next_ask`), or ends only should the pause last as long as
+    a silence rule waits (`ends_after_ms`). (A server begins the answer
     in the pause: Smart Turn beside it on two cores slows both, and the turn end waits for that
     answer anyway.)"""
 
@@ -160,7 +164,8 @@ class TurnDetector:
         events = [replace(stop, probability=probability, pending=False)] if ended else []
         if not ended:
             self.speaking, self._run_ms = True, stop.silence_ms
-            self._next_ask_ms = stop.silence_ms + SEMANTIC_REASK_MS
+            smart_turn_unsure = probability is None or probability < self.complete_at  # (not the words)
+            self._next_ask_ms = self._next_ask(stop.silence_ms, before_rule=smart_turn_unsure and ends_after_ms is None)
             self._ends_after_ms = ends_after_ms
         held, self._held = self._held, []
         return events + self._hear(held)
@@ -216,6 +221,13 @@ class TurnDetector:
         return self._pending.silence_ms + quiet * CHUNK * 1000 // VAD_RATE
 
     @property
+    def ending_at_silence_rule(self) -> bool:
+        """A pause is settled as the turn's end once its silence lasts as long as a silence rule
+        waits, should the voice not come back first (`confirm`'s `ends_after_ms`, or Smart Turn
+        asked before that rule's end)."""
+        return self._ends_after_ms is not None
+
+    @property
     def pending_stop(self) -> TurnEvent | None:
         """The stop waiting for `confirm` (its `ms`: where the speech before the pause ended)."""
         return self._pending
@@ -234,6 +246,14 @@ class TurnDetector:
             self._pending, self._held = None, []
         self.speaking, self._run_ms, self._next_ask_ms, self._ends_after_ms = False, 0, self.pause_ms, None
 
+    def _next_ask(self, asked_ms: int, before_rule: bool = True) -> int:
+        """When Smart Turn is asked next in a pause it called unfinished at `asked_ms` of silence:
+        every SEMANTIC_REASK_MS from the first ask, and with `before_rule` at SEMANTIC_BEFORE_RULE_MS
+        in between (not where the words overruled Smart Turn, nor where the pause ends with the
+        silence rule's already)."""
+        regular = self.pause_ms + SEMANTIC_REASK_MS * ((asked_ms - self.pause_ms) // SEMANTIC_REASK_MS + 1)
+        return SEMANTIC_BEFORE_RULE_MS if before_rule and asked_ms < SEMANTIC_BEFORE_RULE_MS < regular else regular
+
     def _semantic_stop(self) -> TurnEvent | None:
         """At each chunk of silence in a turn: a stop, or None while the turn goes on."""
         probability = None
@@ -241,7 +261,7 @@ class TurnDetector:
         if self._ends_after_ms is not None and self._run_ms >= self._ends_after_ms:
             probability, pending = self.last_probability, False
         elif self._run_ms >= self._next_ask_ms:
-            self._next_ask_ms = self._run_ms + SEMANTIC_REASK_MS
+            asked_ms, self._next_ask_ms = self._run_ms, self._next_ask(self._run_ms)
             self.calls += 1
             chunks = min(len(self._recent), (self._position_ms - self._turn_from_ms) // (CHUNK * 1000 // VAD_RATE))
             speech = np.concatenate(list(self._recent)[-chunks:])
@@ -250,6 +270,9 @@ class TurnDetector:
             else:
                 probability = self.last_probability = self._smart_turn.completion_probability(speech)
                 if probability < self.complete_at and self._run_ms < self.max_silence_ms:
+                    return None
+                if self.pause_ms < asked_ms < SILENCE_RULE_MS:  # the ask before the silence rule's end
+                    self._ends_after_ms = SILENCE_RULE_MS
                     return None
         elif self._run_ms < self.max_silence_ms:
             return None

@@ -15,8 +15,9 @@ from omnicli.audio.pcm import float_to_pcm16, resample
 from omnicli.engine.base import ChatRequest
 from omnicli.protocol.duplex import Capabilities
 from omnicli.server.app import create_app
+from omnicli.turns.models import TurnModels
 from tests.helpers.clips import quiet
-from tests.helpers.models import TURN_MODELS
+from tests.helpers.models import TURN_MODELS, LastWordCheck, LoudnessVAD, SurerAfterSilence
 from tests.helpers.scripted import Hold, ScriptedEngine, SlowToBegin, answer, tone
 from tests.helpers.synthetic_speech import QUESTION, UNFINISHED, paused, say, spoken
 
@@ -107,7 +108,8 @@ async def connect(app, session: dict | None = None, query: str = "duplex=1") -> 
 
 def run(test, engine: ScriptedEngine | None = None, **options):
     async def main():
-        app = create_app(engine or ScriptedEngine(chat=ANSWER), preload=False, turn_models=TURN_MODELS, **options)
+        models = options.pop("turn_models", TURN_MODELS)
+        app = create_app(engine or ScriptedEngine(chat=ANSWER), preload=False, turn_models=models, **options)
         try:
             return await asyncio.wait_for(test(app), 4 * SAFETY_S)
         finally:
@@ -291,6 +293,23 @@ def test_a_pause_that_is_not_a_turn_end_is_answered_with_listen_and_one_answer_f
     assert "response.listen" in kinds
     assert kinds.index("response.listen") < kinds.index("input_audio_buffer.speech_stopped")
     assert kinds.count("response.created") == 1 and kinds.count("input_audio_buffer.committed") == 1
+
+
+def test_a_pause_smart_turn_hears_finished_only_before_the_silence_rules_end_is_answered_with_listen_once():
+    """Unsure at its first ask, Smart Turn hears the question finished at its ask before 500 ms of
+    silence: the turn ends there, and that ask is no second pause judged unfinished."""
+    models = TurnModels(silero=LoudnessVAD(), smart_turn=SurerAfterSilence(), words=LastWordCheck())
+
+    async def test(app):
+        socket, _ = await connect(app)
+        await socket.stream(spoken(QUESTION, tail_s=1.5))
+        await socket.until("response.done")
+        return socket.kinds()
+
+    kinds = run(test, turn_models=models)
+    assert kinds.count("response.listen") == 1
+    assert kinds.index("response.listen") < kinds.index("input_audio_buffer.speech_stopped")
+    assert kinds.count("input_audio_buffer.committed") == 1 and kinds.count("response.created") == 1
 
 
 @pytest.mark.parametrize("heard, begin_s, wait_s", [

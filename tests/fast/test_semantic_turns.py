@@ -15,15 +15,21 @@ from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.errors import OmniError
 from omnicli.turns import smart_turn
 from omnicli.turns.models import TurnModels
+from omnicli.turns.modes import SILENCE_RULE_MS
+from omnicli.turns.silero import CHUNK, VAD_RATE
 from omnicli.turns.smart_turn import SmartTurn
 from omnicli.turns.text_turn import Reading
 from omnicli.turns.vad import SEMANTIC_PAUSE_MS, SEMANTIC_REASK_MS, TurnDetector
-from tests.helpers.models import TURN_MODELS, LastWordCheck, LoudnessVAD
+from tests.helpers.models import TURN_MODELS, LastWordCheck, LoudnessVAD, SurerAfterSilence
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence
 from tests.helpers.scripted import ScriptedEngine, SlowToBegin, answer
 from tests.helpers.synthetic_speech import QUESTION, UNFINISHED, paused, say, speech, spoken
 
 SEMANTIC = {"type": "semantic_vad", "eagerness": "auto", "create_response": True, "interrupt_response": True}
+
+
+RULE_END_MS = -(-SILENCE_RULE_MS // (CHUNK * 1000 // VAD_RATE)) * (CHUNK * 1000 // VAD_RATE)
+"""The silence after which the silence rule ends a turn, on the VAD's 32 ms grid (512 ms)."""
 
 
 def update(detection) -> dict:
@@ -258,11 +264,33 @@ def test_an_overruled_stop_goes_on_into_one_turn_and_only_first_asks_wait_for_a_
     (end,) = detector.confirm(False)  # Smart Turn or the words said unfinished: the pause was inside the turn
     assert end.kind == "stopped" and end.pending and end.ms > stop.ms
     assert detector.confirm(False) == []
-    (late,) = feed(detector, silence(1.0))  # asked again SEMANTIC_REASK_MS later: that answer is final
+    (late,) = feed(detector, silence(1.0))  # asked again before the silence rule's end: that answer is final
     assert late.kind == "stopped" and not late.pending and late.ms == end.ms
-    assert late.silence_ms >= detector.pause_ms + SEMANTIC_REASK_MS
+    assert late.silence_ms == RULE_END_MS
     plain = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True)
     assert [e.pending for e in feed(plain, paused(QUESTION, FOLLOW_UP, pause_s=0.4))] == [False] * 4
+
+
+def test_a_pause_smart_turn_was_unsure_of_ends_where_the_silence_rule_would_once_it_sounds_finished():
+    models = TurnModels(silero=LoudnessVAD(), smart_turn=SurerAfterSilence(), words=LastWordCheck())
+    semantic, server = TurnDetector(SPEECH_RATE, models, semantic=True), TurnDetector(SPEECH_RATE, models)
+    _, stop = feed(semantic, spoken(QUESTION, tail_s=1.5))
+    _, rule = feed(server, spoken(QUESTION, tail_s=1.5))
+    assert semantic.calls == 2 and stop.probability == pytest.approx(0.98)  # unsure at 128 ms, sure before 500
+    assert stop.silence_ms == RULE_END_MS and stop.ms + stop.silence_ms == rule.ms + rule.silence_ms
+    again = TurnDetector(SPEECH_RATE, models, semantic=True)
+    events = feed(again, paused(QUESTION, QUESTION, pause_s=0.47, tail_s=1.5))
+    assert [e.kind for e in events] == ["started", "stopped"]  # the voice came back before 500 ms: one turn
+
+
+def test_a_pause_the_words_called_unfinished_is_asked_about_again_only_as_before():
+    """Smart Turn called the pause finished and the words did not: hearing it again before the
+    silence rule's end would only say the same, so the turn goes on to the next ask."""
+    detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, confirm_stops=True)
+    _, stop = detector.feed(spoken(QUESTION, tail_s=0.3))
+    assert detector.confirm(False, 0.98) == []
+    (late,) = feed(detector, silence(1.0))
+    assert late.silence_ms >= SEMANTIC_PAUSE_MS + SEMANTIC_REASK_MS and detector.calls == 2
 
 
 async def _decided(s: Session) -> None:
@@ -492,8 +520,8 @@ def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_word
     """The early transcript, ready before the pause is judged, is offered to the thinker at once
     (the answer's first words are what the listener waits for); Smart Turn is asked about the pause
     once that answer is begun, and the words are read after it: one model at a time, never beside
-    the answer. Not where the pause heard by then is as long as Smart Turn's second ask waits (here
-    the whole second of silence is sent at once): Smart Turn alone decides, as at that ask."""
+    the answer. Not where the pause heard by then is as long as the silence rule waits (here the
+    whole second of silence is sent at once): that rule would end the turn whatever the words."""
     done: list[tuple[str, ...]] = []
     _noting_models(monkeypatch, done)
     heard = "What is the capital of France?"
@@ -510,7 +538,7 @@ def test_semantic_vad_begins_the_answer_then_asks_smart_turn_then_reads_the_word
             await s.until("input_audio_buffer.committed")
 
     run(go())
-    read = [("read", heard)] if pause_s < (SEMANTIC_PAUSE_MS + SEMANTIC_REASK_MS) / 1000 else []
+    read = [("read", heard)] if pause_s < SILENCE_RULE_MS / 1000 else []
     assert done == [("heard",), ("ahead", heard), ("begun",), ("smart turn",), ("smart turn done",), *read]
 
 

@@ -52,6 +52,19 @@ class PitchTurn(SmartTurn):
         return 0.98 if abs(pitch - FALLING_HZ) < abs(pitch - LEVEL_HZ) else 0.05
 
 
+class SurerAfterSilence(PitchTurn):
+    """Smart Turn as it hears some finished questions: unsure (0.5) at a short pause, as sure as
+    PitchTurn once 300 ms of silence follow the voice."""
+
+    def completion_probability(self, audio: np.ndarray) -> float:
+        """PitchTurn's verdict once the 16 kHz `audio` ends in 300 ms of silence, 0.5 before."""
+        frame = RATE // 100
+        frames = np.asarray(audio, dtype=np.float32)[: len(audio) // frame * frame].reshape(-1, frame)
+        voiced = np.flatnonzero(np.sqrt((frames ** 2).mean(axis=1)) >= LOUD_RMS)
+        quiet_s = (len(frames) - 1 - voiced[-1]) / 100 if len(voiced) else 0.0
+        return super().completion_probability(audio) if quiet_s >= 0.3 else 0.5
+
+
 class LastWordCheck(WordsCheck):
     """The words check's stand-in: words read unfinished when the last one (punctuation dropped, as
     the real check drops it) is one a sentence does not end on (UNFINISHED_WORDS), maybe finished
