@@ -288,7 +288,7 @@ def test_a_pause_the_words_called_unfinished_is_asked_about_again_only_as_before
     silence rule's end would only say the same, so the turn goes on to the next ask."""
     detector = TurnDetector(SPEECH_RATE, TURN_MODELS, semantic=True, confirm_stops=True)
     _, stop = detector.feed(spoken(QUESTION, tail_s=0.3))
-    assert detector.confirm(False, 0.98) == []
+    assert stop.pending and detector.confirm(False, 0.98) == []
     (late,) = feed(detector, silence(1.0))
     assert late.silence_ms >= SEMANTIC_PAUSE_MS + SEMANTIC_REASK_MS and detector.calls == 2
 
