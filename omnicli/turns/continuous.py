@@ -112,6 +112,7 @@ async def sounds_finished(samples: np.ndarray, smart_turn: SmartTurn) -> bool:
     from omnicli.errors import OmniError
 
     def judge() -> float:
+        """Smart Turn's probability that the committed turn is finished (CPU work, in a worker thread)."""
         return smart_turn.completion_probability(resample(samples, SPEECH_RATE, SMART_TURN_RATE))
 
     try:
