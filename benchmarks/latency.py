@@ -6,12 +6,14 @@
     python benchmarks/latency.py --parts talk --rules client smart   # some of talk's turn rules
     python benchmarks/latency.py --parts talk --thinker-server       # no answer begun in the pause
     python benchmarks/latency.py --parts talk --per-turn             # each turn's figures too
+    python benchmarks/latency.py --parts talk --rules server semantic --trace --per-turn   # each turn's stages
     python benchmarks/latency.py --parts talk --trace                # when each stage ran, after end of speech
     python benchmarks/latency.py --parts serve --sessions 1,4 --spread   # sessions' turns ending evenly apart
 
 talk: twenty spoken questions (talk.py's ten and ten more, read by the embedded voice without its
-sampling noise, so every run hears the same audio), headless, the session in process, twice:
-turns ended by client VAD (500 ms of silence), by Smart Turn in the client (`--vad smart`) and by
+sampling noise, so every run hears the same audio), headless, the session in process, once a turn rule:
+turns ended by client VAD (500 ms of silence), by Smart Turn in the client (`--vad smart`), by
+the session's server_vad (`--vad server`: 500 ms of silence, the commit the session's) and by
 the session's semantic_vad (`--vad semantic`: Smart Turn, then the early transcript must read
 finished; the commit is the session's). With --thinker-server the thinker is llama-cpp-python's
 OpenAI server (another process, the same GGUF): omni cannot read ahead into a server, so no answer
@@ -58,6 +60,7 @@ MORE_QUESTIONS = [
 ]
 """In process, ten more questions: twenty turns steady the medians."""
 RULES = {"client": "500 ms of silence (client VAD)", "smart": "Smart Turn in the client (--vad smart)",
+         "server": "the session's server_vad, 500 ms of silence (--vad server)",
          "semantic": "the session's semantic_vad, auto: Smart Turn and the words (--vad semantic)"}
 NAMES = {"request": "answer asked of the engine", "heard": "transcript ready (ASR)", "first_token": "first token", "first_piece": "first speakable text",
          "talker_start": "talker start", "first_chunk": "first chunk synthesized",
@@ -150,7 +153,7 @@ def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None =
 
     asyncio.run(talk())
 
-    if turns == "semantic":  # the session commits the turns it ends
+    if turns in ("server", "semantic"):  # the session commits the turns it ends
         commits = [t for t, d, kind in log.events if d == "in" and kind == "input_audio_buffer.committed"]
     else:
         commits = [t for t, d, kind in log.events if d == "out" and kind == "input_audio_buffer.commit"]
@@ -184,7 +187,7 @@ def talk_timeline(llm: str, work: Path, turns: str, thinker_server: str | None =
         print("  per turn, end of speech -> turn end / first sample, ms:",
               ", ".join(f"{(t.asked_at - t.started_at) * 1000:.0f}/{(t.waited or 0) * 1000:.0f}" for t in client.state.timings))
     if stages is not None:
-        stages.report([(t.started_at, t.first_played_at or t.asked_at + 5) for t in client.state.timings if not t.by_key])
+        stages.report([(t.started_at, t.first_played_at or t.asked_at + 5) for t in client.state.timings if not t.by_key], each_turn=per_turn)
     print(lag_line("event loop (session + client)", lag.lags))
 
 
@@ -326,7 +329,7 @@ def main() -> None:
     parser.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="talk: the turn rules to run")
     parser.add_argument("--thinker-server", action="store_true",
                         help="talk: the thinker in llama-cpp-python's OpenAI server, so nothing is begun in the pause")
-    parser.add_argument("--per-turn", action="store_true", help="talk: each turn's end of speech -> turn end / first sample")
+    parser.add_argument("--per-turn", action="store_true", help="talk: each turn's end of speech -> turn end / first sample (with --trace, each turn's timeline too)")
     parser.add_argument("--trace", action="store_true", help="talk: when each stage ran, in ms after the voice went quiet")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="omni-latency-"))
