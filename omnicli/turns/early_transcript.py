@@ -43,7 +43,24 @@ this short inside a sentence is hardly more common than a longer one."""
 PAUSE_MS = 200
 """Ahead of a 500 ms-silence turn end, with time for Whisper to finish."""
 PARTIAL_EVERY_MS = 600
-"""While the user speaks, the words so far are heard this often (see the module's docstring)."""
+"""While the user speaks, the words so far are heard this often (see the module's docstring)..."""
+PARTIAL_QUIET_BELOW = 0.03
+"""...but not while the last 32 ms of audio is this much quieter (RMS) than the loudest 32 ms of the
+speech so far: the voice has most likely ended (Silero hears it for 60-170 ms after its last loud
+sample), the pause's own transcript will hear the turn whole, and a Whisper run begun there would
+only hold it up. The reading comes once the voice is loud again."""
+_LEVEL_SAMPLES = SPEECH_RATE * 32 // 1000
+
+
+def _levels(samples: np.ndarray) -> tuple[float, float]:
+    """The loudest and the last RMS level of `samples` in 32 ms pieces (counted from the end; a
+    shorter piece is one)."""
+    whole = len(samples) // _LEVEL_SAMPLES * _LEVEL_SAMPLES
+    pieces = samples[len(samples) - whole:].reshape(-1, _LEVEL_SAMPLES) if whole else samples.reshape(1, -1)
+    if not pieces.size:
+        return 0.0, 0.0
+    levels = np.sqrt(np.mean(np.square(pieces, dtype=np.float64), axis=1))
+    return float(levels.max()), float(levels[-1])
 
 STARTED, EAGER, LATE, PARTIAL = "started", "eager", "late", "partial"
 
@@ -61,6 +78,8 @@ class EarlyTranscriber:
         late pause was reported)."""
         self._partial_from_ms: int | None = None
         """Where the speech was last heard in part from (None while quiet)."""
+        self._loudest = 0.0
+        """The loudest 32 ms (RMS) of the speech since it started."""
         self._partial: asyncio.Task | None = None
         self.on_partial: Callable[[str], Awaitable[None]] | None = None
         """Told the words heard while the user still speaks, to read only (see the module's docstring)."""
@@ -84,7 +103,11 @@ class EarlyTranscriber:
             verdicts.append(STARTED if turn.kind == "started" else EAGER)
             self._speech_end_ms = None if turn.kind == "started" else turn.ms
             self._partial_from_ms = turn.ms if turn.kind == "started" else None
-        if self._partial_from_ms is not None and self._detector.heard_ms - self._partial_from_ms >= PARTIAL_EVERY_MS:
+            self._loudest = 0.0
+        loudest, level = _levels(samples)
+        self._loudest = max(self._loudest, loudest)
+        if (self._partial_from_ms is not None and self._detector.heard_ms - self._partial_from_ms >= PARTIAL_EVERY_MS
+                and level >= PARTIAL_QUIET_BELOW * self._loudest):
             verdicts.append(PARTIAL)
             self._partial_from_ms = self._detector.heard_ms
         if self._speech_end_ms is not None and self._detector.heard_ms - self._speech_end_ms >= PAUSE_MS:

@@ -9,12 +9,14 @@ import logging
 import numpy as np
 import pytest
 
+from omnicli.audio.chunk import SPEECH_RATE
 from omnicli.audio.pcm import float_to_pcm16
 from omnicli.engine.base import ChatRequest
 from omnicli.errors import OmniError
-from omnicli.turns.early_transcript import EarlyTranscriber
+from omnicli.turns.early_transcript import EAGER, LATE, PARTIAL, STARTED, EarlyTranscriber
+from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
-from tests.helpers.models import TURN_MODELS
+from tests.helpers.models import TURN_MODELS, LingeringVAD
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, user_text
 from tests.helpers.scripted import Hold, ScriptedEngine, answer
 from tests.helpers.synthetic_speech import QUESTION, say, speech
@@ -85,13 +87,13 @@ def test_reading_ahead_that_fails_leaves_the_turn_heard_and_a_bug_is_logged_as_a
         await early.told[1]
         return await early.take(bytes(pcm))
 
-    omni = logging.getLogger("omni")  # (the CLI's tests may have stopped it propagating to caplog)
-    omni.addHandler(caplog.handler)
+    omni, propagated = logging.getLogger("omni"), logging.getLogger("omni").propagate
+    omni.propagate = True  # (the CLI's tests may have stopped it propagating to caplog)
     try:
         with caplog.at_level(logging.DEBUG, logger="omni"):
             assert run(go()) == "what time is it"
     finally:
-        omni.removeHandler(caplog.handler)
+        omni.propagate = propagated
     assert [(r.levelno, r.exc_info[1]) for r in caplog.records if "ahead failed" in r.message] == [(level, failure)]
 
 
@@ -312,3 +314,35 @@ def test_an_engine_that_keeps_nothing_it_read_is_not_told_the_words_while_the_us
     run(go())
     assert [r[0] for r in engine.requests if isinstance(r, tuple)] == ["transcribe"]
     assert [_words(r) for r in engine.prepared] == [QUESTION] and engine.began_answers == [True]
+
+
+def _voice(seconds: float) -> np.ndarray:
+    """A steady loud tone, as loud as the synthetic speech."""
+    t = np.arange(int(seconds * SPEECH_RATE)) / SPEECH_RATE
+    return (0.25 * np.sin(2 * np.pi * 240 * t)).astype(np.float32)
+
+
+def _verdicts(samples: np.ndarray) -> list[tuple[int, str]]:
+    """What the early transcriber's VAD (Silero's lingering stand-in) says of `samples` appended in
+    40 ms pieces: (ms of audio appended by then, verdict)."""
+    early = EarlyTranscriber(ScriptedEngine(), AnswerScheduler(), TurnModels(silero=LingeringVAD()))
+    step, found = SPEECH_RATE * 40 // 1000, []
+    for start in range(0, len(samples), step):
+        found += [((start + step) * 1000 // SPEECH_RATE, verdict) for verdict in early.pauses(samples[start:start + step])]
+    return found
+
+
+def test_the_words_so_far_are_not_heard_once_the_voice_is_quiet_while_the_vad_still_hears_it():
+    """A reading of the words so far falling due just after the voice ended (the VAD still hearing
+    it) is not begun: the pause's own transcript hears the whole turn, and a Whisper run begun
+    there would only hold it up."""
+    verdicts = _verdicts(np.concatenate([silence(0.3), _voice(0.56), silence(0.6)]))
+    assert [v for _, v in verdicts] == [STARTED, EAGER, LATE]
+
+
+def test_a_reading_of_the_words_so_far_due_in_a_quiet_gap_comes_once_the_voice_is_loud_again():
+    """Due 600 ms into the speech, inside a 70 ms gap the VAD hears as voice."""
+    verdicts = _verdicts(np.concatenate([silence(0.3), _voice(0.6), silence(0.07), _voice(0.5), silence(0.6)]))
+    assert [v for _, v in verdicts] == [STARTED, PARTIAL, EAGER, LATE]
+    partial_ms = next(ms for ms, v in verdicts if v == PARTIAL)
+    assert 300 + 600 + 70 < partial_ms <= 300 + 600 + 70 + 40  # the first piece loud again

@@ -31,6 +31,23 @@ class LoudnessVAD(SileroModel):
         return (0.95 if voiced.mean() >= VOICED_SHARE else 0.02), state
 
 
+class LingeringVAD(LoudnessVAD):
+    """Silero's stand-in as the real model hears the end of a voice: still speech for LINGER_CHUNKS
+    chunks (96 ms) after the last loud one (Silero: 60-170 ms after the last loud sample)."""
+
+    LINGER_CHUNKS = 3
+
+    def speech_probability(self, window: np.ndarray, state: np.ndarray) -> tuple[float, np.ndarray]:
+        """LoudnessVAD's verdict, or 0.95 within LINGER_CHUNKS chunks after a loud one (the state
+        counts the chunks since the last loud one, and whether any was)."""
+        prob, _ = super().speech_probability(window, state)
+        state, loud = state.copy(), prob > 0.5
+        state.flat[0] = 0.0 if loud else state.flat[0] + 1
+        state.flat[1] = max(state.flat[1], float(loud))
+        lingering = bool(state.flat[1]) and state.flat[0] <= self.LINGER_CHUNKS
+        return (0.95 if lingering else prob), state
+
+
 class PitchTurn(SmartTurn):
     """Smart Turn's stand-in: a turn whose last syllable falls in pitch (synthetic speech ends a
     finished sentence at FALLING_HZ) is complete; one that ends level (LEVEL_HZ) is not."""
