@@ -1,4 +1,4 @@
-"""PCM16 <-> float32 conversion and resampling: the sample-level helpers every layer shares."""
+"""PCM16 <-> float32 conversion, loudness and resampling: the sample-level helpers every layer shares."""
 
 import numpy as np
 
@@ -14,6 +14,11 @@ def pcm16_to_float(data: bytes) -> np.ndarray:
     if len(data) % 2:
         raise ValueError("PCM16 data must hold whole 2-byte samples")
     return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def rms(samples: np.ndarray) -> float:
+    """The loudness of `samples` as their root mean square; 0 for none."""
+    return float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if len(samples) else 0.0
 
 
 def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import rms
 
 MARGIN = 2.0
 """The user must be this much louder than the playback to get through."""
@@ -15,11 +16,6 @@ LEVEL_SECONDS = 9.0
 """The playback level is learnt over this many seconds of answer (an exponential average weighted
 by duration, so it does not depend on how a server slices its audio deltas): the user's first
 words over an answer get through easily."""
-
-
-def rms(samples: np.ndarray) -> float:
-    """The loudness of `samples` as their root mean square; 0 for none."""
-    return float(np.sqrt(np.mean(samples**2))) if len(samples) else 0.0
 
 
 class EchoGate:

@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
+from omnicli.audio.pcm import rms
 from omnicli.protocol.duplex import OverlapAction
 from omnicli.talk.answer_text import Answer
 from omnicli.talk.latency import TurnTiming, summary
@@ -59,10 +60,7 @@ class Display(Protocol):
 
 def level_of(frame: np.ndarray) -> float:
     """A frame's loudness on the meter's scale, 0 (silence) to 1 (loud)."""
-    if not len(frame):
-        return 0.0
-    rms = float(np.sqrt(np.mean(np.square(frame, dtype=np.float64))))
-    db = 20 * math.log10(max(rms, 1e-9))
+    db = 20 * math.log10(max(rms(frame), 1e-9))
     return min(1.0, max(0.0, (db - _FLOOR_DB) / (_TOP_DB - _FLOOR_DB)))
 
 

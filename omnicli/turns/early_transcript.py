@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 
 from omnicli.audio.chunk import SPEECH_RATE
-from omnicli.audio.pcm import pcm16_to_float
+from omnicli.audio.pcm import pcm16_to_float, rms
 from omnicli.engine.base import Engine
 from omnicli.errors import OmniError
 from omnicli.turns.models import TurnModels
@@ -53,14 +53,11 @@ _LEVEL_SAMPLES = SPEECH_RATE * 32 // 1000
 
 
 def _levels(samples: np.ndarray) -> tuple[float, float]:
-    """The loudest and the last RMS level of `samples` in 32 ms pieces (counted from the end; a
-    shorter piece is one)."""
-    whole = len(samples) // _LEVEL_SAMPLES * _LEVEL_SAMPLES
-    pieces = samples[len(samples) - whole:].reshape(-1, _LEVEL_SAMPLES) if whole else samples.reshape(1, -1)
-    if not pieces.size:
-        return 0.0, 0.0
-    levels = np.sqrt(np.mean(np.square(pieces, dtype=np.float64), axis=1))
-    return float(levels.max()), float(levels[-1])
+    """The loudest and the last RMS level of `samples` in 32 ms pieces, counted from the end."""
+    ends = range(len(samples), 0, -_LEVEL_SAMPLES)
+    levels = [rms(samples[max(0, end - _LEVEL_SAMPLES):end]) for end in ends] or [0.0]
+    return max(levels), levels[0]
+
 
 STARTED, EAGER, LATE, PARTIAL = "started", "eager", "late", "partial"
 

@@ -18,7 +18,7 @@ from omnicli.turns.models import TurnModels
 from omnicli.turns.scheduler import AnswerScheduler
 from tests.helpers.models import TURN_MODELS, LingeringVAD
 from tests.helpers.realtime_harness import Session, pcm_b64, run, silence, user_text
-from tests.helpers.scripted import Hold, ScriptedEngine, answer
+from tests.helpers.scripted import Hold, ScriptedEngine, answer, tone
 from tests.helpers.synthetic_speech import QUESTION, say, speech
 
 
@@ -317,9 +317,7 @@ def test_an_engine_that_keeps_nothing_it_read_is_not_told_the_words_while_the_us
 
 
 def _voice(seconds: float) -> np.ndarray:
-    """A steady loud tone, as loud as the synthetic speech."""
-    t = np.arange(int(seconds * SPEECH_RATE)) / SPEECH_RATE
-    return (0.25 * np.sin(2 * np.pi * 240 * t)).astype(np.float32)
+    return tone(seconds).samples
 
 
 def _verdicts(samples: np.ndarray) -> list[tuple[int, str]]:
