@@ -49,6 +49,8 @@ def staged(engine, wav: bytes) -> dict:
             elif isinstance(delta, ChatDone):
                 done = delta
         total = time.perf_counter() - start
+        if done is None:
+            raise RuntimeError("the engine ended its answer without a ChatDone")
         thinker = done.metrics["thinker"]
         return {"first": first, "tps": thinker["tokens"] / (thinker["finished"] - thinker["first_output"]),
                 "rtf": total / seconds}

@@ -137,8 +137,10 @@ class EarlyTranscriber:
             text = (await self.engine.transcribe(samples, SPEECH_RATE, quick=True)).text
             if text.strip() and self._task is None and self.on_partial is not None:
                 await self.on_partial(text)
-        except Exception:  # noqa: BLE001 - reading ahead is a guess; the turn is heard the usual way
+        except OmniError:  # reading ahead is a guess the engine may refuse; the turn is heard the usual way
             log.debug("reading the words heard so far failed", exc_info=True)
+        except Exception:  # noqa: BLE001 - nor does a bug end the session, but it is not hidden
+            log.warning("reading the words heard so far failed", exc_info=True)
 
     def _start(self, buffer: bytes | bytearray) -> None:
         self._heard = bytes(buffer)
@@ -174,7 +176,11 @@ class EarlyTranscriber:
                 self._telling.add(told)
                 told.add_done_callback(self._telling.discard)
             return text
-        except Exception:  # noqa: BLE001 - no early transcript: the turn is heard the usual way
+        except OmniError:  # no early transcript: the turn is heard the usual way
+            log.debug("hearing the turn early failed", exc_info=True)
+            return None
+        except Exception:  # noqa: BLE001 - nor does a bug end the session, but it is not hidden
+            log.warning("hearing the turn early failed", exc_info=True)
             return None
 
     @staticmethod

@@ -69,9 +69,21 @@ def test_an_eager_pause_waits_for_an_idle_asr_and_a_long_pause_does_not():
     assert first_heard == second_heard == "what time is it"
 
 
+@pytest.fixture
+def omni_log(caplog):
+    """caplog at debug level for the "omni" logger (the CLI's tests may have stopped it propagating)."""
+    omni, propagated = logging.getLogger("omni"), logging.getLogger("omni").propagate
+    omni.propagate = True
+    try:
+        with caplog.at_level(logging.DEBUG, logger="omni"):
+            yield caplog
+    finally:
+        omni.propagate = propagated
+
+
 @pytest.mark.parametrize("failure, level", [(OmniError("the thinker is busy"), logging.DEBUG),
                                             (TypeError("on_heard() got an unexpected keyword argument"), logging.WARNING)])
-def test_reading_ahead_that_fails_leaves_the_turn_heard_and_a_bug_is_logged_as_a_warning(failure, level, caplog):
+def test_reading_ahead_that_fails_leaves_the_turn_heard_and_a_bug_is_logged_as_a_warning(failure, level, omni_log):
     """Reading the turn ahead is a guess: its failure loses nothing, but a failure no engine
     reports (a bug) is not hidden at debug level."""
     async def go():
@@ -87,14 +99,40 @@ def test_reading_ahead_that_fails_leaves_the_turn_heard_and_a_bug_is_logged_as_a
         await early.told[1]
         return await early.take(bytes(pcm))
 
-    omni, propagated = logging.getLogger("omni"), logging.getLogger("omni").propagate
-    omni.propagate = True  # (the CLI's tests may have stopped it propagating to caplog)
-    try:
-        with caplog.at_level(logging.DEBUG, logger="omni"):
-            assert run(go()) == "what time is it"
-    finally:
-        omni.propagate = propagated
-    assert [(r.levelno, r.exc_info[1]) for r in caplog.records if "ahead failed" in r.message] == [(level, failure)]
+    assert run(go()) == "what time is it"
+    assert [(r.levelno, r.exc_info[1]) for r in omni_log.records if "ahead failed" in r.message] == [(level, failure)]
+
+
+class FailingEars(ScriptedEngine):
+    """Its quick (early) transcript fails with `failure`."""
+
+    def __init__(self, failure: Exception) -> None:
+        super().__init__(transcripts=["what time is it"])
+        self.failure = failure
+
+    async def transcribe(self, samples, rate, **options):
+        if options.get("quick"):
+            raise self.failure
+        return await super().transcribe(samples, rate, **options)
+
+
+@pytest.mark.parametrize("kind, level", [(OmniError, logging.DEBUG), (ValueError, logging.WARNING)])
+def test_an_early_transcript_that_fails_leaves_the_turn_to_the_commit_and_a_bug_is_logged_as_a_warning(
+        kind, level, omni_log):
+    """No early transcript is a turn heard the usual way, at its commit; a failure no engine
+    reports (a bug) is not hidden at debug level."""
+    failure = kind("the quick transcript failed")  # made here: its traceback must not outlive the test
+
+    async def go():
+        engine = FailingEars(failure)
+        early = EarlyTranscriber(engine, AnswerScheduler(), TURN_MODELS)
+        pcm = bytearray()
+        hear(early, pcm, np.concatenate([spoken(), silence(0.3)]))
+        heard_early = await early.now(pcm)
+        return heard_early, await early.take(bytes(pcm))
+
+    assert run(go()) == (None, None)  # the commit transcribes the turn itself
+    assert [(r.levelno, r.exc_info[1]) for r in omni_log.records if "early failed" in r.message] == [(level, failure)]
 
 
 def test_new_speech_voids_what_was_heard_early():
